@@ -1,0 +1,55 @@
+"""The `holdback` command line: one entry point, one subcommand per job.
+
+Every handler returns an exit code. Errors that holdback raises on purpose (`HoldbackError`)
+are printed as one clear line on stderr, with no traceback, and exit with status 2; nothing
+the user typed as a sensitive value is ever echoed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from holdback import __version__
+from holdback.errors import HoldbackError
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="holdback",
+        description="Self-hosted LLM chat that never shows the model, or the wire, "
+        "what it must not see.",
+    )
+    parser.add_argument("--version", action="version", version=f"holdback {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for register in _registrars():
+        register(subparsers)
+    return parser
+
+
+def _registrars() -> list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]]:
+    """The modules that contribute subcommands, imported lazily so `--version` stays fast."""
+    return []
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return handler(args)
+    except HoldbackError as exc:
+        print(f"holdback: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

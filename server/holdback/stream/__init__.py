@@ -1,0 +1,10 @@
+"""Sans-I/O stream filters for model replies: the hold-back restorer and the output guard.
+
+Every filter here has the same shape: `feed(chunk) -> str` returns the text that is safe to
+emit now, `flush() -> str` ends the stream, and `pending` is the text held back. None of them
+does I/O, and for every split of the input into chunks the concatenated output is the same.
+"""
+
+from holdback.stream.restorer import Restorer, restore
+
+__all__ = ["Restorer", "restore"]

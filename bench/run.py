@@ -1,0 +1,33 @@
+"""`make bench`: the core's micro-benchmarks, measured side by side in one run.
+
+Each section prints a markdown table and the ratios the issues set targets for. The whole
+report is also written to bench/results/latest.md.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import restorer_bench
+
+
+def main() -> int:
+    sections = [
+        f"Machine: {platform.machine()}, Python {platform.python_version()}; "
+        "command: `make bench`\n",
+        restorer_bench.report(restorer_bench.run()),
+    ]
+    text = "\n\n".join(sections)
+    print(text)
+    out = Path(__file__).parent / "results"
+    out.mkdir(exist_ok=True)
+    (out / "latest.md").write_text(text + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

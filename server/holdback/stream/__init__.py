@@ -5,6 +5,26 @@ emit now, `flush() -> str` ends the stream, and `pending` is the text held back.
 does I/O, and for every split of the input into chunks the concatenated output is the same.
 """
 
-from holdback.stream.restorer import Restorer, restore
+from holdback.stream.filters import ReplyFilter
+from holdback.stream.guard import (
+    Guard,
+    GuardFailedError,
+    GuardMode,
+    ReplyBlockedError,
+    forbidden_matcher,
+    screen,
+)
+from holdback.stream.restorer import Restorer, find_forms, restore
 
-__all__ = ["Restorer", "restore"]
+__all__ = [
+    "Guard",
+    "GuardFailedError",
+    "GuardMode",
+    "ReplyBlockedError",
+    "ReplyFilter",
+    "Restorer",
+    "find_forms",
+    "forbidden_matcher",
+    "restore",
+    "screen",
+]

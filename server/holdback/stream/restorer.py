@@ -88,7 +88,7 @@ class Restorer:
 
     # -- the scanner -------------------------------------------------------------------
 
-    def _run(self, buf: str, *, final: bool) -> str:
+    def _run(self, buf: str, *, final: bool, spans: list[tuple[int, int]] | None = None) -> str:
         starts = self._starts
         out: list[str] = []
         pos = 0  # everything before pos has been decided and emitted
@@ -116,6 +116,8 @@ class Restorer:
                 return "".join(out)
             assert isinstance(found, tuple)
             end, value = found
+            if spans is not None:
+                spans.append((j, end))
             out.append(buf[pos:j])
             out.append(value if self._escape is None else self._escape(value))
             pos = search = end
@@ -224,3 +226,10 @@ def restore(text: str, vault: Mapping[str, str] | TokenIndex) -> str:
     """Replace every form of every vault token in a whole text by its original value."""
     restorer = Restorer(vault)
     return restorer.feed(text) + restorer.flush()
+
+
+def find_forms(text: str, vault: Mapping[str, str] | TokenIndex) -> list[tuple[int, int]]:
+    """The spans `restore()` would replace in a whole text, in order."""
+    spans: list[tuple[int, int]] = []
+    Restorer(vault)._run(text, final=True, spans=spans)
+    return spans

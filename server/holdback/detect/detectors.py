@@ -1,0 +1,128 @@
+"""A set of detectors, run together, with overlaps resolved and offsets mapped to the original.
+
+Overlapping findings resolve to one: the longest, then the most specific kind (a secret before a
+card number before a phone number, and any built-in kind before a dictionary term).
+
+`scan()` is the streaming primitive the output guard is built on. It normalizes the text,
+asks every detector for its candidates, and returns the decided findings together with `hold`,
+the first original offset whose fate is still open. A finding that straddles `hold` is not
+decided either: `hold` moves back to its start, so every overlap cluster is decided whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from holdback.detect.base import Detector, Finding
+from holdback.detect.dictionary import TermMatcher
+from holdback.detect.normalize import normalize
+from holdback.detect.patterns import builtin_detectors
+
+SPECIFICITY = ("secret", "jwt", "iban", "credit_card", "us_ssn", "email", "ip_address", "phone")
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    findings: list[Finding]  # decided, not yet resolved; original offsets
+    hold: int  # original offset: everything from here on is still open
+
+
+class DetectorSet:
+    """Every detector a deployment uses; `detect()` is the one-shot API."""
+
+    def __init__(self, detectors: Sequence[Detector]) -> None:
+        self.detectors = list(detectors)
+        kinds: list[str] = [k for d in self.detectors for k in d.kinds]
+        self._rank = {kind: i for i, kind in enumerate(SPECIFICITY)}
+        for kind in kinds:
+            self._rank.setdefault(kind, len(self._rank))
+
+    @classmethod
+    def from_config(
+        cls,
+        dictionaries: Mapping[str, Iterable[str]] | None = None,
+        *,
+        phone_region: str = "US",
+    ) -> DetectorSet:
+        detectors: list[Detector] = list(builtin_detectors(phone_region))
+        for kind, terms in (dictionaries or {}).items():
+            detectors.append(TermMatcher(kind, terms))
+        return cls(detectors)
+
+    @property
+    def kinds(self) -> list[str]:
+        return sorted({k for d in self.detectors for k in d.kinds}, key=self.rank)
+
+    def rank(self, kind: str) -> int:
+        return self._rank.get(kind, len(self._rank))
+
+    def detect(self, text: str) -> list[Finding]:
+        """Every sensitive value in a whole text, overlaps resolved, in order of position."""
+        return self.resolve(self.scan(text).findings)
+
+    def scan(self, text: str, start: int = 0, *, final: bool = True) -> Scan:
+        """Decided findings starting at or after `start` (text before it is context only)."""
+        norm = normalize(text)
+        pos = _normalized_offset(norm.origin, start)
+        endpos = len(norm.text)
+        hold = endpos
+        found: list[Finding] = []
+        for detector in self.detectors:
+            c = detector.candidates(norm.text, pos, endpos, partial=not final)
+            found.extend(c.findings)
+            hold = min(hold, c.hold)
+        if not final:
+            moved = True
+            while moved:
+                moved = False
+                for f in found:
+                    if f.start < hold < f.end:
+                        hold = f.start
+                        moved = True
+            found = [f for f in found if f.end <= hold]
+        if norm.text is text:
+            return Scan(found, hold)
+        mapped = []
+        for f in found:
+            s, e = norm.span_to_original(f.start, f.end)
+            mapped.append(Finding(s, e, f.kind, text[s:e]))
+        return Scan(mapped, norm.to_original(hold))
+
+    def resolve(self, findings: Iterable[Finding]) -> list[Finding]:
+        """One finding per overlap: the longest, then the most specific, then the first."""
+        ordered = sorted(findings, key=lambda f: (-(f.end - f.start), self.rank(f.kind), f.start))
+        chosen: list[Finding] = []
+        for f in ordered:
+            if all(f.end <= c.start or c.end <= f.start for c in chosen):
+                chosen.append(f)
+        return sorted(chosen, key=lambda f: f.start)
+
+
+def _normalized_offset(origin: list[int] | None, original: int) -> int:
+    """The first normalized character at or after an original offset."""
+    if origin is None or original == 0:
+        return original
+    lo, hi = 0, len(origin)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if origin[mid] < original:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+_DEFAULT: DetectorSet | None = None
+
+
+def default_detectors() -> DetectorSet:
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = DetectorSet.from_config()
+    return _DEFAULT
+
+
+def detect(text: str) -> list[Finding]:
+    """Every sensitive value the built-in detectors find in a text (no dictionaries)."""
+    return default_detectors().detect(text)

@@ -1,0 +1,88 @@
+"""Custom dictionaries: an organisation's lists of sensitive or forbidden terms.
+
+One Aho-Corasick automaton (pyahocorasick) per list, so matching costs the same for 100 terms
+as for 100,000, and loading 100,000 terms takes a fraction of a second. Terms and text are
+compared after evasion normalization and case folding. Sensitive lists match whole words only;
+forbidden lists (`whole_words=False`) match anywhere, because a forbidden string must never
+be shown even inside a longer word.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import ahocorasick
+
+from holdback.detect.base import Candidates, Finding
+from holdback.detect.normalize import fold_case, normalize
+from holdback.tokens import is_word_char
+
+
+def normalize_term(term: str) -> str:
+    """The form in which a term is stored and compared: normalized, folded, spaces collapsed."""
+    return " ".join(fold_case(normalize(term).text).split())
+
+
+class TermMatcher:
+    """A detector for one list of terms; the list's name is the findings' kind."""
+
+    def __init__(self, kind: str, terms: Iterable[str], *, whole_words: bool = True) -> None:
+        self.kind = kind
+        self.whole_words = whole_words
+        self._automaton = ahocorasick.Automaton()
+        longest = 0
+        count = 0
+        for term in terms:
+            key = normalize_term(term)
+            if not key:
+                continue
+            self._automaton.add_word(key, len(key))
+            longest = max(longest, len(key))
+            count += 1
+        self.max_len = longest
+        self.size = count
+        if count:
+            self._automaton.make_automaton()
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return (self.kind,)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def _bounded(self, text: str, start: int, end: int) -> bool:
+        if not self.whole_words:
+            return True
+        if start > 0 and is_word_char(text[start]) and is_word_char(text[start - 1]):
+            return False
+        return not (end < len(text) and is_word_char(text[end - 1]) and is_word_char(text[end]))
+
+    def candidates(self, text: str, pos: int, endpos: int, *, partial: bool) -> Candidates:
+        if not self.size:
+            return Candidates([], endpos)
+        folded = fold_case(text[:endpos])
+        longest_at: dict[int, int] = {}
+        for last, length in self._automaton.iter(folded, pos, endpos):
+            start = last + 1 - length
+            end = last + 1
+            if start < pos or not self._bounded(folded, start, end):
+                continue
+            if end > longest_at.get(start, 0):
+                longest_at[start] = end
+        hold = self._open_tail(folded, pos, endpos) if partial else endpos
+        findings = [
+            Finding(start, end, self.kind, text[start:end])
+            for start, end in sorted(longest_at.items())
+        ]
+        return Candidates(findings, hold)
+
+    def _open_tail(self, folded: str, pos: int, endpos: int) -> int:
+        """The earliest start whose text up to the end is a prefix of some term (or a term)."""
+        for start in range(max(pos, endpos - self.max_len), endpos):
+            inside_a_word = start > 0 and is_word_char(folded[start - 1])
+            if self.whole_words and inside_a_word and is_word_char(folded[start]):
+                continue
+            if self._automaton.match(folded[start:endpos]):
+                return start
+        return endpos

@@ -1,0 +1,184 @@
+"""Pseudonymization: every sensitive value in a user message becomes its conversation's token.
+
+The rule it keeps: `restore(masked_text, vault) == text`, and the masked text contains none of
+the values found. Two things make that hold:
+
+- every finding is replaced by its token, `<KIND_N>`;
+- anything in the user's own text that the restorer would replace (a token the user typed, such
+  as `<EMAIL_1>`, or a bare `EMAIL_1` where EMAIL_1 is a token of this vault) is *neutralized*:
+  it becomes a `literal` token of its own, which restores to exactly what the user typed and can
+  never be confused with a real token of the vault.
+
+When a value is seen in a differently-spelled form (`Sarah@Acme.com` after `sarah@acme.com`)
+it gets the same token, which restores to the spelling seen first.
+
+`analyze()` does one pass without changing the vault and says which values still need tokens;
+the server has the store assign those (atomically, across writers) and calls it again.
+`pseudonymize()` does the same with an in-memory vault.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from holdback.detect import DetectorSet, Finding, default_detectors
+from holdback.detect.values import normalize_value
+from holdback.stream.restorer import find_forms, restore
+from holdback.tokens import ID_RE, is_word_char
+from holdback.vault import Vault
+
+__all__ = ["Analysis", "Masked", "Pseudonymizer", "VaultItem", "pseudonymize", "restore"]
+
+LITERAL = "literal"
+
+# Anything shaped like a token, bracketed, in any case and with escaped underscores.
+_TYPED_TOKEN = re.compile(
+    r"(?:<|&lt;)([A-Za-z][A-Za-z0-9]*(?:(?:_|\\_)[A-Za-z0-9]+)*)(?:>|&gt;)", re.IGNORECASE
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Masked(Finding):
+    """A finding and the token that replaced it in the masked text."""
+
+    token: str = ""
+
+    def __repr__(self) -> str:
+        return (
+            f"Masked(start={self.start}, end={self.end}, kind={self.kind!r}, token={self.token!r})"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class VaultItem:
+    kind: str
+    value: str
+    normalized: str
+
+    def __repr__(self) -> str:
+        return f"VaultItem(kind={self.kind!r})"
+
+
+@dataclass(slots=True)
+class Analysis:
+    findings: list[Finding]
+    missing: list[VaultItem] = field(default_factory=list)
+    masked_text: str | None = None
+    masked: list[Masked] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return self.masked_text is not None
+
+
+class Pseudonymizer:
+    def __init__(self, detectors: DetectorSet | None = None, *, phone_region: str = "US") -> None:
+        self.detectors = detectors or default_detectors()
+        self.phone_region = phone_region
+
+    def _normalized(self, f: Finding) -> str:
+        return normalize_value(f.kind, f.value, phone_region=self.phone_region)
+
+    def analyze(self, text: str, vault: Vault) -> Analysis:
+        """One pass: the masked text if every value has a token, else the values that need one."""
+        found = self.detectors.detect(text)
+        found = self.detectors.resolve([*found, *self._typed_tokens(text, found)])
+        extra: list[Finding] = []
+        while True:
+            findings = sorted([*found, *extra], key=lambda f: f.start)
+            missing = self._missing(findings, vault)
+            if missing:
+                return Analysis(findings, missing)
+            masked_text, masked = self._apply(text, findings, vault)
+            stray = self._stray_forms(text, masked_text, masked, vault)
+            if not stray:
+                return Analysis(findings, [], masked_text, masked)
+            extra.extend(stray)
+
+    def pseudonymize(self, text: str, vault: Vault) -> tuple[str, list[Masked]]:
+        """Mask a text, assigning new tokens in the (in-memory) vault as needed."""
+        while True:
+            analysis = self.analyze(text, vault)
+            if analysis.masked_text is not None:
+                return analysis.masked_text, analysis.masked
+            for item in analysis.missing:
+                vault.assign(item.kind, item.value, item.normalized)
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _typed_tokens(self, text: str, found: list[Finding]) -> list[Finding]:
+        out = []
+        for m in _TYPED_TOKEN.finditer(text):
+            ident = m.group(1).replace("\\_", "_").upper()
+            if ID_RE.match(ident):
+                out.append(Finding(m.start(), m.end(), LITERAL, m.group()))
+        return out
+
+    def _missing(self, findings: list[Finding], vault: Vault) -> list[VaultItem]:
+        missing: dict[tuple[str, str], VaultItem] = {}
+        for f in findings:
+            norm = self._normalized(f)
+            if vault.lookup(f.kind, norm) is None and (f.kind, norm) not in missing:
+                missing[(f.kind, norm)] = VaultItem(f.kind, f.value, norm)
+        return list(missing.values())
+
+    def _apply(self, text: str, findings: list[Finding], vault: Vault) -> tuple[str, list[Masked]]:
+        out: list[str] = []
+        masked: list[Masked] = []
+        pos = 0
+        for f in findings:
+            token = vault.lookup(f.kind, self._normalized(f))
+            assert token is not None
+            out.append(text[pos : f.start])
+            out.append(token)
+            masked.append(Masked(f.start, f.end, f.kind, f.value, token))
+            pos = f.end
+        out.append(text[pos:])
+        return "".join(out), masked
+
+    def _stray_forms(
+        self, text: str, masked_text: str, masked: list[Masked], vault: Vault
+    ) -> list[Finding]:
+        """Forms of vault tokens that came from the user's own text, in original offsets."""
+        # Where each inserted token sits in the masked text, and the offset shift after it.
+        inserted: list[tuple[int, int, int]] = []
+        shift = 0
+        for m in masked:
+            start = m.start + shift
+            inserted.append((start, start + len(m.token), m.end))
+            shift += len(m.token) - (m.end - m.start)
+        stray: list[Finding] = []
+        for start, end in find_forms(masked_text, vault.index()):
+            if any(s == start and e == end for s, e, _ in inserted):
+                continue
+            o_start = _to_original(start, inserted)
+            o_end = _to_original(end, inserted)
+            # Widen to whole words, so the neutralized text restores as typed.
+            while o_start > 0 and is_word_char(text[o_start - 1]):
+                o_start -= 1
+            while o_end < len(text) and is_word_char(text[o_end]):
+                o_end += 1
+            stray.append(Finding(o_start, o_end, LITERAL, text[o_start:o_end]))
+        return stray
+
+
+def _to_original(offset: int, inserted: list[tuple[int, int, int]]) -> int:
+    """Map a masked-text offset outside any inserted token back to the original text."""
+    shift = 0
+    for _start, end, original_end in inserted:
+        if offset < end:
+            break
+        shift = end - original_end
+    return offset - shift
+
+
+_DEFAULT: Pseudonymizer | None = None
+
+
+def pseudonymize(text: str, vault: Vault) -> tuple[str, list[Masked]]:
+    """Mask every sensitive value of a text with the built-in detectors."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = Pseudonymizer()
+    return _DEFAULT.pseudonymize(text, vault)

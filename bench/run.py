@@ -12,6 +12,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import detect_bench
+import guard_bench
 import restorer_bench
 
 
@@ -20,6 +22,8 @@ def main() -> int:
         f"Machine: {platform.machine()}, Python {platform.python_version()}; "
         "command: `make bench`\n",
         restorer_bench.report(restorer_bench.run()),
+        detect_bench.report(detect_bench.run()),
+        guard_bench.report(guard_bench.run()),
     ]
     text = "\n\n".join(sections)
     print(text)

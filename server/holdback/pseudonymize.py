@@ -76,14 +76,22 @@ class Pseudonymizer:
     def __init__(self, detectors: DetectorSet | None = None, *, phone_region: str = "US") -> None:
         self.detectors = detectors or default_detectors()
         self.phone_region = phone_region
+        self._last: tuple[str, list[Finding]] | None = None  # detection does not need the vault
+
+    def _detect(self, text: str) -> list[Finding]:
+        if self._last is not None and self._last[0] is text:
+            return self._last[1]
+        found = self.detectors.detect(text)
+        found = self.detectors.resolve([*found, *self._typed_tokens(text)])
+        self._last = (text, found)
+        return found
 
     def _normalized(self, f: Finding) -> str:
         return normalize_value(f.kind, f.value, phone_region=self.phone_region)
 
     def analyze(self, text: str, vault: Vault) -> Analysis:
         """One pass: the masked text if every value has a token, else the values that need one."""
-        found = self.detectors.detect(text)
-        found = self.detectors.resolve([*found, *self._typed_tokens(text, found)])
+        found = self._detect(text)
         extra: list[Finding] = []
         while True:
             findings = sorted([*found, *extra], key=lambda f: f.start)
@@ -107,7 +115,7 @@ class Pseudonymizer:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _typed_tokens(self, text: str, found: list[Finding]) -> list[Finding]:
+    def _typed_tokens(self, text: str) -> list[Finding]:
         out = []
         for m in _TYPED_TOKEN.finditer(text):
             ident = m.group(1).replace("\\_", "_").upper()

@@ -129,7 +129,7 @@ def _email_ok(text: str) -> bool:
 EMAIL = RegexDetector(
     "email",
     regex.compile(
-        r"(?<![A-Za-z0-9._%+\-@])(?<!://[^\s:/@]{1,64}:)[A-Za-z0-9][A-Za-z0-9._%+\-]*@"
+        r"[A-Za-z0-9](?<![A-Za-z0-9._%+\-@](?s:.))(?<!://[^\s:/@]{1,64}:.)[A-Za-z0-9._%+\-]*@"
         r"[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?)*"
         r"\.[A-Za-z]{2,24}(?![A-Za-z0-9\-@])"
     ),
@@ -142,7 +142,7 @@ EMAIL = RegexDetector(
 
 CREDIT_CARD = RegexDetector(
     "credit_card",
-    regex.compile(r"(?<![\w\-.,])[0-9]++(?:[ \-] ?[0-9]++)*+(?![\w])"),
+    regex.compile(r"[0-9](?<![\w\-.,](?s:.))[0-9]*+(?:[ \-] ?[0-9]++)*+(?![\w])"),
     _longest_group_prefix(v.credit_card_ok, " -"),
     alphabet=r"[0-9 \-]",
     starts=r"(?<![\w\-.,])[0-9]",
@@ -170,7 +170,7 @@ _iban_ok = functools.lru_cache(maxsize=4096)(v.iban_ok)
 
 IBAN = RegexDetector(
     "iban",
-    regex.compile(r"(?<![\w])[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]){8,32}(?![A-Za-z0-9])"),
+    regex.compile(r"[A-Z](?<![\w](?s:.))[A-Z][0-9]{2}(?: ?[A-Z0-9]){8,32}(?![A-Za-z0-9])"),
     _iban_check,
     alphabet=r"[A-Z0-9 ]",
     starts=r"(?<![\w])[A-Z]",
@@ -178,7 +178,7 @@ IBAN = RegexDetector(
 
 US_SSN = RegexDetector(
     "us_ssn",
-    regex.compile(r"(?<![\w\-.])[0-9]{3}([\- ])[0-9]{2}\1[0-9]{4}(?![\w\-])"),
+    regex.compile(r"[0-9](?<![\w\-.](?s:.))[0-9]{2}([\- ])[0-9]{2}\1[0-9]{4}(?![\w\-])"),
     _whole(v.us_ssn_ok),
     alphabet=r"[0-9 \-]",
     starts=r"(?<![\w\-.])[0-9]",
@@ -202,7 +202,7 @@ def make_phone(region: str = "US") -> RegexDetector:
     return RegexDetector(
         "phone",
         regex.compile(
-            r"(?<![\w+\-.@/])(?:\+[0-9]{1,3}[ .\-]?)?(?:\([0-9]{1,5}\)[ .\-]?)?"
+            r"(?=[+(0-9])(?<![\w+\-.@/])(?:\+[0-9]{1,3}[ .\-]?)?(?:\([0-9]{1,5}\)[ .\-]?)?"
             r"[0-9]++(?:[ .\-] ?[0-9]++)*+(?![\w@])"
         ),
         _longest_group_prefix(_phone_ok(region), " .-"),
@@ -220,7 +220,7 @@ def _ipv4_ok(text: str) -> bool:
 
 IPV4 = RegexDetector(
     "ip_address",
-    regex.compile(r"(?<![\w.])[0-9]{1,3}(?:\.[0-9]{1,3})+(?![\w])"),
+    regex.compile(r"[0-9](?<![\w.](?s:.))[0-9]{0,2}(?:\.[0-9]{1,3})+(?![\w])"),
     _whole(_ipv4_ok),
     alphabet=r"[0-9.]",
     starts=r"(?<![\w.])[0-9]",
@@ -241,7 +241,9 @@ _ipv6_ok = functools.lru_cache(maxsize=4096)(v.ip_ok)
 
 IPV6 = RegexDetector(
     "ip_address",
-    regex.compile(r"(?<![\w:.])[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?:\.[0-9]{1,3}){0,3}"),
+    regex.compile(
+        r"(?=[0-9A-Fa-f:])(?<![\w:.])[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?:\.[0-9]{1,3}){0,3}"
+    ),
     _ipv6_check,
     alphabet=r"[0-9A-Fa-f:.]",
     starts=r"(?<![\w:.])[0-9A-Fa-f:]",
@@ -270,7 +272,7 @@ _SECRET = (
 
 SECRET_KEYS = RegexDetector(
     "secret",
-    regex.compile(rf"(?<![\w\-])(?:{_SECRET})(?![\w\-])"),
+    regex.compile(rf"(?=[sgAxrn])(?<![\w\-])(?:{_SECRET})(?![\w\-])"),
     _whole(_mixed),
     alphabet=r"[A-Za-z0-9_\-]",
     starts=r"(?<![\w\-])[sgAxrn]",
@@ -297,8 +299,8 @@ PRIVATE_KEY = RegexDetector(
     "secret",
     regex.compile(
         rf"{_PEM_HEAD}(?:[ A-Za-z0-9+/=:,.\-]*?{_PEM_TAIL}|[ A-Za-z0-9+/=:,.\-]*\Z)"
-        rf"|(?<!{_B64}){_B64}{{40,}}(?: {_B64}{{8,}})* {_PEM_TAIL}"
-        rf"|(?<!{_B64}){_B64}{{64,}}(?: {_B64}{{8,}})* ?\Z"
+        rf"|{_B64}(?<!{_B64}(?s:.)){_B64}{{39,}}(?: {_B64}{{8,}})* {_PEM_TAIL}"
+        rf"|{_B64}(?<!{_B64}(?s:.)){_B64}{{63,}}(?: {_B64}{{8,}})* ?\Z"
     ),
     _pem_check,
     alphabet=r"[ A-Za-z0-9+/=:,.\-]",
@@ -323,7 +325,7 @@ def _url_password(m: regex.Match[str]) -> tuple[int, int] | None:
 URL_PASSWORD = RegexDetector(
     "secret",
     regex.compile(
-        r"(?<![\w+.\-])[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]+:(?P<password>[^\s@/]+)@"
+        r"[A-Za-z](?<![\w+.\-](?s:.))[A-Za-z0-9+.\-]*://[^\s:/@]+:(?P<password>[^\s@/]+)@"
         r"[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?"
     ),
     _url_password,

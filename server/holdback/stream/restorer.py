@@ -100,12 +100,11 @@ class Restorer:
                 break
             j = m.start()
             ch = buf[j]
-            if ch != "<" and ch != "&":
-                # A bare id needs a non-word character (or the start of the stream) before it.
-                before = buf[j - 1] if j else self._prev
-                if before and is_word_char(before):
-                    search = j + 1
-                    continue
+            if j == 0 and ch != "<" and ch != "&" and self._prev and is_word_char(self._prev):
+                # A bare id needs a non-word character (or the start of the stream) before it;
+                # inside the buffer the start pattern's look-behind has checked that already.
+                search = j + 1
+                continue
             found = self._match(buf, j, final)
             if found == _NONE:
                 search = j + 1
@@ -215,11 +214,20 @@ def _canonical(spelled: str) -> str:
 
 
 def _start_pattern(index: TokenIndex) -> re.Pattern[str] | None:
-    """Where a form could start: `<`, `&`, or a letter that begins some vault id."""
+    """Where a form could start: `<`, `&`, or the first two characters of some vault id.
+
+    A prefilter only: the scanner decides. Case-insensitive matching may let a non-ASCII
+    look-alike through here; the scanner's ASCII-only comparison turns it away.
+    """
     if not index.values:
         return None
-    letters = "".join(sorted(index.first_chars))
-    return re.compile(f"[<&{letters}]")
+    heads = set()
+    for ident in index.values:
+        heads.add(re.escape(ident[:2]))
+        if ident[1] == "_":
+            heads.add(re.escape(ident[0] + "\\"))
+    firsts = "".join(sorted({re.escape(ident[0]) for ident in index.values}))
+    return re.compile(rf"[<&]|(?<!\w)(?i:{'|'.join(sorted(heads))}|[{firsts}]\Z)")
 
 
 def restore(text: str, vault: Mapping[str, str] | TokenIndex) -> str:

@@ -1,0 +1,87 @@
+"""Guard benchmark: the per-chunk cost of screening, and what it holds back."""
+
+from __future__ import annotations
+
+import time
+
+from corpus import chunk, make_reply, make_vault
+from detect_bench import terms
+from restorer_bench import percentile
+
+from holdback.detect import DetectorSet
+from holdback.stream import Guard, ReplyFilter, Restorer, forbidden_matcher
+
+
+def reply_with_pii(vault: dict[str, str]) -> str:
+    """A realistic reply, with a few values the model produced on its own."""
+    text = make_reply(vault, length=20_000)
+    extras = [" Contact bob@evil.com. ", " Call 415-555-2671. ", " Host db01.corp.internal. "]
+    step = len(text) // (len(extras) + 1)
+    for i, extra in enumerate(extras, 1):
+        text = text[: i * step] + extra + text[i * step :]
+    return text
+
+
+def per_chunk(make: object, chunks: list[str], repeats: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        f = make()  # type: ignore[operator]
+        start = time.perf_counter()
+        for c in chunks:
+            f.feed(c)
+        f.flush()
+        best = min(best, time.perf_counter() - start)
+    return best / len(chunks)
+
+
+def run() -> dict[str, float]:
+    vault = make_vault(50)
+    chunks = chunk(reply_with_pii(vault))
+    detectors = DetectorSet.from_config()
+    few = forbidden_matcher(["db01.corp.internal", *terms(9)])
+    many = forbidden_matcher(["db01.corp.internal", *terms(9_999)])
+    restorer_only = per_chunk(lambda: Restorer(vault), chunks)
+
+    def chain(forbidden: object) -> object:
+        return lambda: ReplyFilter(Guard(detectors, forbidden=forbidden), Restorer(vault))  # type: ignore[arg-type]
+
+    per_chunk(chain(few), chunks, repeats=1)  # warm the validators' caches
+    with_10 = per_chunk(chain(few), chunks)
+    with_10k = per_chunk(chain(many), chunks)
+    guard = Guard(detectors, forbidden=few)
+    held = []
+    for c in chunks:
+        guard.feed(c)
+        held.append(len(guard.pending))
+    return {
+        "restorer_us": restorer_only * 1e6,
+        "chain_10_us": with_10 * 1e6,
+        "chain_10k_us": with_10k * 1e6,
+        "ratio_terms": with_10k / with_10,
+        "held_p50": percentile(held, 50),
+        "held_p99": percentile(held, 99),
+        "held_max": float(max(held)),
+    }
+
+
+def report(r: dict[str, float]) -> str:
+    return "\n".join(
+        [
+            "### Output guard (1–8-character chunks of a realistic reply, all detectors)",
+            "",
+            "| filter chain | µs/chunk |",
+            "|---|---:|",
+            f"| restorer alone | {r['restorer_us']:.1f} |",
+            f"| guard (10 forbidden terms) + restorer | {r['chain_10_us']:.1f} |",
+            f"| guard (10,000 forbidden terms) + restorer | {r['chain_10k_us']:.1f} |",
+            "",
+            f"- guard + restorer vs restorer alone: **{r['chain_10_us'] / r['restorer_us']:.1f}×**",
+            f"- 10,000 vs 10 forbidden terms: **{r['ratio_terms']:.2f}×** (target ≤ 1.3)",
+            f"- characters the guard holds after each feed: p50 {r['held_p50']:.0f}, "
+            f"p99 {r['held_p99']:.0f}, max {r['held_max']:.0f}",
+        ]
+    )
+
+
+if __name__ == "__main__":
+    print(report(run()))

@@ -1,0 +1,136 @@
+"""Users, login sessions and API tokens.
+
+The rules: a session secret or API token is shown once, to the caller that created it, and
+only its SHA-256 is stored (both are 256-bit random strings, so a fast hash is enough and a
+stolen database yields no usable credential). Passwords are hashed by the caller; the store
+keeps the hash it is given. An expired session is no session, and is deleted when it is
+next presented.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import delete, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from holdback.store.errors import InvalidRecordError, UserNotFoundError
+from holdback.store.records import User
+from holdback.store.schema import ApiTokenRow, SessionRow, UserRow
+
+LOCAL_USER_NAME = "local"
+API_TOKEN_PREFIX = "hb_"
+MAX_NAME_CHARS = 200
+
+
+def new_id() -> str:
+    """A random id, usable in URLs."""
+    return uuid.uuid4().hex
+
+
+def secret_hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+def to_user(row: UserRow) -> User:
+    return User(
+        id=row.id, name=row.name, password_hash=row.password_hash, created_at=row.created_at
+    )
+
+
+def check_name(name: str, what: str) -> str:
+    if not name or not name.strip():
+        raise InvalidRecordError(f"a {what} name cannot be empty")
+    if len(name) > MAX_NAME_CHARS:
+        raise InvalidRecordError(f"a {what} name is at most {MAX_NAME_CHARS} characters")
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise InvalidRecordError(f"a {what} name cannot contain control characters")
+    return name
+
+
+async def insert_user(session: AsyncSession, name: str, password_hash: str | None) -> User:
+    row = UserRow(id=new_id(), name=name, password_hash=password_hash, created_at=datetime.now(UTC))
+    session.add(row)
+    await session.flush()
+    return to_user(row)
+
+
+async def user_by_name(session: AsyncSession, name: str) -> User | None:
+    row = await session.scalar(select(UserRow).where(UserRow.name == name))
+    return to_user(row) if row is not None else None
+
+
+async def _require_user(session: AsyncSession, user_id: str) -> None:
+    if await session.get(UserRow, user_id) is None:
+        raise UserNotFoundError(f"user {user_id} does not exist")
+
+
+async def insert_session(session: AsyncSession, user_id: str, ttl: timedelta) -> str:
+    if ttl <= timedelta(0):
+        raise InvalidRecordError("a session lifetime must be positive")
+    await _require_user(session, user_id)
+    secret = secrets.token_urlsafe(32)
+    now = datetime.now(UTC)
+    session.add(
+        SessionRow(
+            secret_hash=secret_hash(secret), user_id=user_id, created_at=now, expires_at=now + ttl
+        )
+    )
+    await session.flush()
+    return secret
+
+
+async def session_user(session: AsyncSession, secret: str) -> tuple[User | None, bool]:
+    """The user of a live session, and whether an expired session matched instead."""
+    found = (
+        await session.execute(
+            select(SessionRow.expires_at, UserRow)
+            .join(UserRow, UserRow.id == SessionRow.user_id)
+            .where(SessionRow.secret_hash == secret_hash(secret))
+        )
+    ).first()
+    if found is None:
+        return None, False
+    expires_at, user_row = found
+    if expires_at <= datetime.now(UTC):
+        return None, True
+    return to_user(user_row), False
+
+
+async def remove_session(session: AsyncSession, secret: str) -> None:
+    await session.execute(delete(SessionRow).where(SessionRow.secret_hash == secret_hash(secret)))
+
+
+async def remove_expired_sessions(session: AsyncSession) -> int:
+    result = await session.execute(
+        delete(SessionRow).where(SessionRow.expires_at <= datetime.now(UTC))
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+async def insert_api_token(session: AsyncSession, user_id: str, name: str) -> str:
+    await _require_user(session, user_id)
+    token = API_TOKEN_PREFIX + secrets.token_urlsafe(32)
+    session.add(
+        ApiTokenRow(
+            id=new_id(),
+            user_id=user_id,
+            name=name,
+            token_hash=secret_hash(token),
+            created_at=datetime.now(UTC),
+        )
+    )
+    await session.flush()
+    return token
+
+
+async def api_token_user(session: AsyncSession, token: str) -> User | None:
+    row = await session.scalar(
+        select(UserRow)
+        .join(ApiTokenRow, ApiTokenRow.user_id == UserRow.id)
+        .where(ApiTokenRow.token_hash == secret_hash(token))
+    )
+    return to_user(row) if row is not None else None

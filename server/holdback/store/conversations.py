@@ -1,0 +1,199 @@
+"""Conversations, their messages and their audit trail.
+
+The rules:
+- A conversation is visible only to its owner: another user's conversation behaves exactly
+  as one that does not exist.
+- Message text and parts are tokenized text, stored as given. A message's place in its
+  conversation is `seq` (1, 2, 3…), taken under the conversation's row lock and guarded by a
+  unique constraint, so two writers never both get the same place and neither is lost.
+- Audit events say which kinds were masked, redacted or blocked and how many: their counts
+  are keyed by kind label and hold non-negative integers, nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import cast
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from holdback.errors import InvalidTokenError
+from holdback.store.accounts import new_id
+from holdback.store.errors import InvalidRecordError, MessageNotFoundError, UserNotFoundError
+from holdback.store.records import AuditAction, AuditEvent, Conversation, Message, MessageStatus
+from holdback.store.schema import (
+    AUDIT_ACTIONS,
+    MESSAGE_STATUSES,
+    AuditEventRow,
+    ConversationRow,
+    MessageRow,
+    UserRow,
+    VaultEntryRow,
+)
+from holdback.store.vault import lock_conversation
+from holdback.tokens import kind_label
+
+_ROLE_RE = re.compile(r"[a-z][a-z0-9_]{0,31}\Z")
+_CHANNEL_RE = re.compile(r"[A-Za-z0-9_.:-]{1,64}\Z")
+MAX_TITLE_CHARS = 500
+MAX_FINISH_REASON_CHARS = 64
+
+
+def to_conversation(row: ConversationRow) -> Conversation:
+    return Conversation(
+        id=row.id,
+        owner_id=row.owner_id,
+        title=row.title,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def to_message(row: MessageRow) -> Message:
+    return Message(
+        id=row.id,
+        conversation_id=row.conversation_id,
+        seq=row.seq,
+        role=row.role,
+        text=row.text,
+        parts=dict(row.parts),
+        status=cast(MessageStatus, row.status),
+        finish_reason=row.finish_reason,
+        meta=dict(row.meta),
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def check_title(title: str) -> str:
+    if len(title) > MAX_TITLE_CHARS:
+        raise InvalidRecordError(f"a title is at most {MAX_TITLE_CHARS} characters")
+    return title
+
+
+def check_message_fields(
+    role: str | None,
+    status: str | None,
+    finish_reason: str | None,
+    parts: Mapping[str, str] | None,
+    meta: Mapping[str, object] | None,
+) -> None:
+    if role is not None and not _ROLE_RE.match(role):
+        raise InvalidRecordError("a message role is a lower-case identifier, e.g. 'user'")
+    if status is not None and status not in MESSAGE_STATUSES:
+        raise InvalidRecordError(f"a message status is one of {', '.join(MESSAGE_STATUSES)}")
+    if finish_reason is not None and len(finish_reason) > MAX_FINISH_REASON_CHARS:
+        raise InvalidRecordError(f"a finish reason is at most {MAX_FINISH_REASON_CHARS} chars")
+    for channel, text in (parts or {}).items():
+        if not isinstance(channel, str) or not _CHANNEL_RE.match(channel):
+            raise InvalidRecordError("a part's channel is a short identifier, e.g. 'reasoning'")
+        if not isinstance(text, str):
+            raise InvalidRecordError(f"part {channel!r} must be text")
+    if meta is not None:
+        try:
+            json.dumps(dict(meta), allow_nan=False)
+        except (TypeError, ValueError):
+            raise InvalidRecordError("message meta must be JSON-serializable") from None
+
+
+def check_counts(counts: Mapping[str, int]) -> dict[str, int]:
+    """Counts keyed by kind label (`email` -> `EMAIL`); merged if two keys share a label."""
+    checked: dict[str, int] = {}
+    for kind, count in counts.items():
+        try:
+            label = kind_label(kind)
+        except InvalidTokenError:
+            raise InvalidRecordError("an audit count is keyed by a detector kind") from None
+        if len(label) > 64:
+            raise InvalidRecordError("an audit count is keyed by a kind of at most 64 chars")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise InvalidRecordError(f"the audit count for {label} is not a non-negative integer")
+        checked[label] = checked.get(label, 0) + count
+    return checked
+
+
+async def owned_conversation(
+    session: AsyncSession, conversation_id: str, owner_id: str
+) -> ConversationRow | None:
+    return await session.scalar(
+        select(ConversationRow).where(
+            ConversationRow.id == conversation_id, ConversationRow.owner_id == owner_id
+        )
+    )
+
+
+async def insert_conversation(session: AsyncSession, owner_id: str, title: str) -> Conversation:
+    if await session.get(UserRow, owner_id) is None:
+        raise UserNotFoundError(f"user {owner_id} does not exist")
+    now = datetime.now(UTC)
+    row = ConversationRow(
+        id=new_id(), owner_id=owner_id, title=title, created_at=now, updated_at=now
+    )
+    session.add(row)
+    await session.flush()
+    return to_conversation(row)
+
+
+async def remove_conversation(session: AsyncSession, conversation_id: str, owner_id: str) -> bool:
+    """Delete a conversation and everything it owns (explicitly, not only by cascade)."""
+    if await owned_conversation(session, conversation_id, owner_id) is None:
+        return False
+    await lock_conversation(session, conversation_id)
+    for table in (AuditEventRow, VaultEntryRow, MessageRow):
+        await session.execute(delete(table).where(table.conversation_id == conversation_id))
+    await session.execute(delete(ConversationRow).where(ConversationRow.id == conversation_id))
+    return True
+
+
+async def insert_message(session: AsyncSession, conversation_id: str, row: MessageRow) -> Message:
+    await lock_conversation(session, conversation_id)
+    last = await session.scalar(
+        select(MessageRow.seq)
+        .where(MessageRow.conversation_id == conversation_id)
+        .order_by(MessageRow.seq.desc())
+        .limit(1)
+    )
+    row.seq = (last or 0) + 1
+    session.add(row)
+    await touch(session, conversation_id, row.updated_at)
+    await session.flush()
+    return to_message(row)
+
+
+async def touch(session: AsyncSession, conversation_id: str, when: datetime) -> None:
+    await session.execute(
+        update(ConversationRow).where(ConversationRow.id == conversation_id).values(updated_at=when)
+    )
+
+
+async def change_message(session: AsyncSession, message_id: str, values: dict[str, object]) -> None:
+    row = await session.get(MessageRow, message_id)
+    if row is None:
+        raise MessageNotFoundError(f"message {message_id} does not exist")
+    now = datetime.now(UTC)
+    for name, value in values.items():
+        setattr(row, name, value)
+    row.updated_at = now
+    await touch(session, row.conversation_id, now)
+    await session.flush()
+
+
+def to_audit(row: AuditEventRow) -> AuditEvent:
+    return AuditEvent(
+        id=row.id,
+        conversation_id=row.conversation_id,
+        message_id=row.message_id,
+        action=cast(AuditAction, row.action),
+        counts={str(k): int(v) for k, v in row.counts.items()},
+        created_at=row.created_at,
+    )
+
+
+def check_action(action: str) -> str:
+    if action not in AUDIT_ACTIONS:
+        raise InvalidRecordError(f"an audit action is one of {', '.join(AUDIT_ACTIONS)}")
+    return action

@@ -1,0 +1,99 @@
+"""Transactions: every store operation is one transaction, translated and, if it can be, retried.
+
+The rules:
+- A write is all or nothing. It runs as one transaction; any failure rolls it back, so a
+  locked file, a full disk or a lost server leaves nothing half-written.
+- A write that collides with a concurrent writer (a unique or foreign-key violation, a
+  serialization failure or deadlock) is rolled back and run again from the start, with a
+  growing, jittered pause, so it re-reads what the other writer committed. The database's
+  unique constraints, not the code, are what make duplicates impossible.
+- Driver exceptions never escape: they become the `StoreError` that names their cause.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from holdback.store.driver_errors import DRIVER_ERRORS, is_retryable, translate
+from holdback.store.engine import AUTOCOMMIT, WRITE, DatabaseTarget
+from holdback.store.errors import ConcurrentWriteError, StoreError
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 12
+_FIRST_PAUSE = 0.005
+_LONGEST_PAUSE = 0.5
+
+
+class Database:
+    """An engine with read and write sessions for one database target."""
+
+    def __init__(self, engine: AsyncEngine, target: DatabaseTarget, *, busy_timeout: float) -> None:
+        self.engine = engine
+        self.target = target
+        self.busy_timeout = busy_timeout
+        self._readers = async_sessionmaker(engine, expire_on_commit=False)
+        self._writers = async_sessionmaker(
+            engine.execution_options(**{WRITE: True}), expire_on_commit=False
+        )
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    def translate(self, exc: BaseException) -> StoreError:
+        return translate(exc, self.target, busy_timeout=self.busy_timeout)
+
+    async def read(self, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
+        """Run `work` in a read transaction."""
+        try:
+            async with self._readers() as session, session.begin():
+                return await work(session)
+        except StoreError:
+            raise
+        except DRIVER_ERRORS as exc:
+            raise self.translate(exc) from None
+
+    async def write(self, work: Callable[[AsyncSession], Awaitable[T]], *, what: str) -> T:
+        """Run `work` in a write transaction, retrying it whole after a concurrent conflict.
+
+        `work` must be safe to run again: it reads what it needs inside the transaction.
+        `what` names the operation in the error raised when every attempt collided.
+        """
+        pause = _FIRST_PAUSE
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            try:
+                async with self._writers() as session, session.begin():
+                    return await work(session)
+            except StoreError:
+                raise
+            except DRIVER_ERRORS as exc:
+                if not is_retryable(exc):
+                    raise self.translate(exc) from None
+                log.debug("%s collided with a concurrent writer (attempt %d)", what, attempt)
+            await asyncio.sleep(random.uniform(0, pause))
+            pause = min(pause * 2, _LONGEST_PAUSE)
+        raise ConcurrentWriteError(
+            f"{what} kept colliding with concurrent writers on {self.target.describe()} "
+            f"and was given up after {MAX_ATTEMPTS} attempts; nothing was written"
+        )
+
+    async def autocommit(self, sql: str) -> None:
+        """Run one statement outside any transaction (e.g. a SQLite WAL checkpoint)."""
+        try:
+            async with self.engine.connect() as plain:
+                conn = await plain.execution_options(**{AUTOCOMMIT: True})
+                await conn.exec_driver_sql(sql)
+                await conn.commit()
+        except DRIVER_ERRORS as exc:
+            raise self.translate(exc) from None
+
+    async def dispose(self) -> None:
+        await self.engine.dispose()

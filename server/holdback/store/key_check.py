@@ -1,0 +1,84 @@
+"""The key check: how a database knows which vault key it was encrypted with.
+
+The rule: a server with the wrong vault key refuses to start rather than failing later. The
+database stores the key check of its key (an HMAC of a constant under a subkey, which says
+nothing about the key); a store opens only with a key whose check matches. A database with
+no check yet adopts the key it is first opened with, but only if that key opens whatever
+encrypted data it already holds. Every write that encrypts verifies the check under a shared
+lock, which `holdback vault rotate-key` takes exclusively, so no writer can seal with a key
+the database has just stopped using.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from holdback.store.crypto import VaultKey
+from holdback.store.errors import VaultEntryCorruptError, WrongVaultKeyError
+from holdback.store.schema import StoreSetting, TermListRow, VaultEntryRow
+from holdback.store.term_lists import open_terms
+from holdback.store.vault import open_entry
+
+KEY_CHECK = "vault_key_check"
+
+
+async def stored_check(session: AsyncSession, *, lock: str = "") -> str | None:
+    """The stored key check; `lock` is "", "share" (writers) or "update" (rotation)."""
+    query = select(StoreSetting.value).where(StoreSetting.name == KEY_CHECK)
+    if lock:
+        query = query.with_for_update(read=lock == "share")
+    return await session.scalar(query)
+
+
+def wrong_key(key: VaultKey, stored: str, where: str) -> WrongVaultKeyError:
+    return WrongVaultKeyError(
+        f"the vault key from {key.source} (fingerprint {key.fingerprint}) is not the key "
+        f"{where} was encrypted with (fingerprint {stored[:16]}). Start holdback with the "
+        "original key (HOLDBACK_VAULT_KEY or vault.key in the data directory); if "
+        "`holdback vault rotate-key` was interrupted, the new key is in vault.key.new"
+    )
+
+
+async def verify(session: AsyncSession, key: VaultKey, where: str, *, lock: str = "") -> None:
+    """Raise `WrongVaultKeyError` unless the database's key check is `key`'s."""
+    stored = await stored_check(session, lock=lock)
+    if stored is None:
+        raise WrongVaultKeyError(f"{where} has no vault key check; open it with the store first")
+    if stored != key.check:
+        raise wrong_key(key, stored, where)
+
+
+async def adopt_or_verify(session: AsyncSession, key: VaultKey, where: str) -> None:
+    """At open: record the key's check if there is none, else insist that it matches."""
+    stored = await stored_check(session, lock="update")
+    if stored is not None:
+        if stored != key.check:
+            raise wrong_key(key, stored, where)
+        return
+    await _opens_existing_data(session, key, where)
+    session.add(StoreSetting(name=KEY_CHECK, value=key.check))
+    await session.flush()
+
+
+async def _opens_existing_data(session: AsyncSession, key: VaultKey, where: str) -> None:
+    entry = (
+        await session.execute(
+            select(
+                VaultEntryRow.conversation_id, VaultEntryRow.token, VaultEntryRow.value_ciphertext
+            ).limit(1)
+        )
+    ).first()
+    term_list = (
+        await session.execute(select(TermListRow.name, TermListRow.terms_ciphertext).limit(1))
+    ).first()
+    try:
+        if entry is not None:
+            open_entry(key, entry[0], entry[1], bytes(entry[2]))
+        if term_list is not None:
+            open_terms(key, term_list[0], bytes(term_list[1]))
+    except VaultEntryCorruptError:
+        raise WrongVaultKeyError(
+            f"{where} holds data encrypted with another vault key than the one from "
+            f"{key.source} (fingerprint {key.fingerprint})"
+        ) from None

@@ -1,0 +1,88 @@
+"""The records the store hands out: plain frozen dataclasses, never ORM instances.
+
+The rule: what leaves the store is a snapshot that cannot be mutated into the database by
+accident and carries no session. Text fields hold tokenized text; the only record that
+carries original values is the mapping returned by `Store.load_vault`, which never persists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+MessageStatus = Literal["complete", "incomplete", "blocked"]
+TermPurpose = Literal["sensitive", "forbidden"]
+AuditAction = Literal["masked", "redacted", "blocked"]
+
+
+@dataclass(frozen=True, slots=True)
+class User:
+    id: str
+    name: str
+    password_hash: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    id: str
+    owner_id: str
+    title: str
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    id: str
+    conversation_id: str
+    seq: int  # 1, 2, 3… in the order the messages were added to the conversation
+    role: str
+    text: str
+    parts: dict[str, str]  # channel -> tokenized text (e.g. "reasoning")
+    status: MessageStatus
+    finish_reason: str | None
+    meta: dict[str, object]
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class VaultItem:
+    """A value to pseudonymize: its detector kind, the value, and its normalized form.
+
+    Values with the same kind label and normalized form share one token.
+    """
+
+    kind: str
+    value: str
+    normalized: str
+
+    def __repr__(self) -> str:
+        return f"VaultItem(kind={self.kind!r}, value=<{len(self.value)} chars>)"
+
+
+@dataclass(frozen=True, slots=True)
+class TermList:
+    name: str
+    kind: str
+    purpose: TermPurpose
+    terms: tuple[str, ...]
+    updated_at: datetime
+
+    def __repr__(self) -> str:
+        return (
+            f"TermList(name={self.name!r}, kind={self.kind!r}, purpose={self.purpose!r}, "
+            f"terms=<{len(self.terms)} terms>)"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEvent:
+    id: int
+    conversation_id: str
+    message_id: str | None
+    action: AuditAction
+    counts: dict[str, int]  # kind label -> how many
+    created_at: datetime

@@ -1,0 +1,363 @@
+"""`Store`: the async API the server uses to keep users, conversations and vaults.
+
+The rules:
+- Every method is one transaction, all or nothing; failures surface as `StoreError`s that
+  name their cause, never as driver exceptions, and never with a stored value in them.
+- Text that reaches the database is tokenized text; original values go in only through
+  `assign_tokens` and `save_term_list`, which seal them with the vault key.
+- Every conversation method takes the owner; another user's conversation is "not found".
+- Opening a store migrates the schema to head (unless told not to) and refuses a vault key
+  that is not the database's.
+- On SQLite, deleting a conversation also checkpoints the WAL, so the deleted vault's
+  ciphertext (already overwritten in the main file by `secure_delete`) leaves the WAL too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Literal
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from holdback.store import accounts, conversations, key_check, term_lists, vault
+from holdback.store.crypto import VaultKey
+from holdback.store.database import Database
+from holdback.store.driver_errors import DRIVER_ERRORS
+from holdback.store.engine import create_engine, parse_database_url
+from holdback.store.errors import MessageNotFoundError, StoreError, UserExistsError
+from holdback.store.migrate import check_schema, upgrade
+from holdback.store.records import AuditEvent, Conversation, Message, TermList, User, VaultItem
+from holdback.store.schema import AuditEventRow, ConversationRow, MessageRow, UserRow
+
+
+class Store:
+    """Persistence for holdback. Create it with `await Store.open(url, vault_key=key)`."""
+
+    def __init__(self, db: Database, vault_key: VaultKey) -> None:
+        self._db = db
+        self._key = vault_key
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        *,
+        vault_key: VaultKey,
+        migrate: bool = True,
+        busy_timeout: float = 5.0,
+        connect_timeout: float = 10.0,
+    ) -> Store:
+        """Connect, migrate to head (if `migrate`), and check the vault key."""
+        target = parse_database_url(url)
+        if migrate:
+            await upgrade(url, busy_timeout=busy_timeout)
+        engine = create_engine(target, busy_timeout=busy_timeout, connect_timeout=connect_timeout)
+        db = Database(engine, target, busy_timeout=busy_timeout)
+        try:
+            try:
+                await check_schema(engine, target)
+            except StoreError:
+                raise
+            except DRIVER_ERRORS as exc:
+                raise db.translate(exc) from None
+            where = target.describe()
+
+            async def adopt(session: AsyncSession) -> None:
+                await key_check.adopt_or_verify(session, vault_key, where)
+
+            await db.write(adopt, what="checking the vault key")
+        except BaseException:
+            await db.dispose()
+            raise
+        return cls(db, vault_key)
+
+    async def close(self) -> None:
+        await self._db.dispose()
+
+    async def __aenter__(self) -> Store:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    @property
+    def database(self) -> Database:
+        """The underlying engine and target (for maintenance tools and tests)."""
+        return self._db
+
+    # Users and authentication.
+
+    async def create_user(self, name: str, password_hash: str | None) -> User:
+        accounts.check_name(name, "user")
+
+        async def work(session: AsyncSession) -> User:
+            if await accounts.user_by_name(session, name) is not None:
+                raise UserExistsError("a user with that name already exists")
+            return await accounts.insert_user(session, name, password_hash)
+
+        return await self._db.write(work, what="creating a user")
+
+    async def get_user_by_name(self, name: str) -> User | None:
+        return await self._db.read(lambda s: accounts.user_by_name(s, name))
+
+    async def get_user(self, user_id: str) -> User | None:
+        async def work(session: AsyncSession) -> User | None:
+            row = await session.get(UserRow, user_id)
+            return accounts.to_user(row) if row is not None else None
+
+        return await self._db.read(work)
+
+    async def ensure_local_user(self) -> User:
+        """The single user of `--auth none`, created on first use (concurrency-safe)."""
+        name = accounts.LOCAL_USER_NAME
+        found = await self.get_user_by_name(name)
+        if found is not None:
+            return found
+
+        async def work(session: AsyncSession) -> User:
+            existing = await accounts.user_by_name(session, name)
+            return existing or await accounts.insert_user(session, name, None)
+
+        return await self._db.write(work, what="creating the local user")
+
+    async def create_session(self, user_id: str, ttl: timedelta) -> str:
+        """A new login session; returns its secret, of which only a hash is stored."""
+        return await self._db.write(
+            lambda s: accounts.insert_session(s, user_id, ttl), what="creating a session"
+        )
+
+    async def user_for_session(self, secret: str) -> User | None:
+        user, expired = await self._db.read(lambda s: accounts.session_user(s, secret))
+        if expired:
+            await self.delete_session(secret)
+        return user
+
+    async def delete_session(self, secret: str) -> None:
+        await self._db.write(lambda s: accounts.remove_session(s, secret), what="ending a session")
+
+    async def delete_expired_sessions(self) -> int:
+        return await self._db.write(
+            accounts.remove_expired_sessions, what="deleting expired sessions"
+        )
+
+    async def create_api_token(self, user_id: str, name: str) -> str:
+        """A new API token; the text is returned once and only its hash is stored."""
+        accounts.check_name(name, "API token")
+        return await self._db.write(
+            lambda s: accounts.insert_api_token(s, user_id, name), what="creating an API token"
+        )
+
+    async def user_for_api_token(self, token: str) -> User | None:
+        return await self._db.read(lambda s: accounts.api_token_user(s, token))
+
+    # Conversations.
+
+    async def create_conversation(self, owner_id: str, title: str = "") -> Conversation:
+        conversations.check_title(title)
+        return await self._db.write(
+            lambda s: conversations.insert_conversation(s, owner_id, title),
+            what="creating a conversation",
+        )
+
+    async def list_conversations(self, owner_id: str) -> list[Conversation]:
+        """The owner's conversations, most recently updated first."""
+
+        async def work(session: AsyncSession) -> list[Conversation]:
+            rows = await session.scalars(
+                select(ConversationRow)
+                .where(ConversationRow.owner_id == owner_id)
+                .order_by(ConversationRow.updated_at.desc(), ConversationRow.id)
+            )
+            return [conversations.to_conversation(row) for row in rows]
+
+        return await self._db.read(work)
+
+    async def get_conversation(self, conversation_id: str, owner_id: str) -> Conversation | None:
+        async def work(session: AsyncSession) -> Conversation | None:
+            row = await conversations.owned_conversation(session, conversation_id, owner_id)
+            return conversations.to_conversation(row) if row is not None else None
+
+        return await self._db.read(work)
+
+    async def rename_conversation(self, conversation_id: str, owner_id: str, title: str) -> bool:
+        conversations.check_title(title)
+
+        async def work(session: AsyncSession) -> bool:
+            row = await conversations.owned_conversation(session, conversation_id, owner_id)
+            if row is None:
+                return False
+            row.title, row.updated_at = title, datetime.now(UTC)
+            return True
+
+        return await self._db.write(work, what="renaming a conversation")
+
+    async def delete_conversation(self, conversation_id: str, owner_id: str) -> bool:
+        """Delete a conversation with its messages, vault and audit trail (crypto-shredding)."""
+        deleted = await self._db.write(
+            lambda s: conversations.remove_conversation(s, conversation_id, owner_id),
+            what="deleting a conversation",
+        )
+        if deleted and self._db.dialect == "sqlite":
+            # Best effort: a reader still using old pages keeps part of the WAL until later.
+            await self._db.autocommit("PRAGMA wal_checkpoint(TRUNCATE)")
+        return deleted
+
+    # Messages.
+
+    async def add_message(
+        self,
+        conversation_id: str,
+        role: str,
+        text: str,
+        *,
+        parts: Mapping[str, str] | None = None,
+        status: str = "complete",
+        finish_reason: str | None = None,
+        meta: Mapping[str, object] | None = None,
+    ) -> Message:
+        """Append a message (tokenized text) at the end of the conversation."""
+        conversations.check_message_fields(role, status, finish_reason, parts, meta)
+
+        async def work(session: AsyncSession) -> Message:
+            now = datetime.now(UTC)
+            row = MessageRow(
+                id=accounts.new_id(),
+                conversation_id=conversation_id,
+                role=role,
+                text=text,
+                parts=dict(parts or {}),
+                status=status,
+                finish_reason=finish_reason,
+                meta=dict(meta or {}),
+                created_at=now,
+                updated_at=now,
+            )
+            return await conversations.insert_message(session, conversation_id, row)
+
+        return await self._db.write(work, what="adding a message")
+
+    async def update_message(
+        self,
+        message_id: str,
+        *,
+        text: str | None = None,
+        parts: Mapping[str, str] | None = None,
+        status: str | None = None,
+        finish_reason: str | None = None,
+    ) -> None:
+        """Change a message's text, parts (replaced whole), status or finish reason."""
+        conversations.check_message_fields(None, status, finish_reason, parts, None)
+        values: dict[str, object] = {}
+        for name, value in (("text", text), ("status", status), ("finish_reason", finish_reason)):
+            if value is not None:
+                values[name] = value
+        if parts is not None:
+            values["parts"] = dict(parts)
+        await self._db.write(
+            lambda s: conversations.change_message(s, message_id, values),
+            what="updating a message",
+        )
+
+    async def list_messages(self, conversation_id: str) -> list[Message]:
+        """The conversation's messages in the order they were added."""
+
+        async def work(session: AsyncSession) -> list[Message]:
+            rows = await session.scalars(
+                select(MessageRow)
+                .where(MessageRow.conversation_id == conversation_id)
+                .order_by(MessageRow.seq)
+            )
+            return [conversations.to_message(row) for row in rows]
+
+        return await self._db.read(work)
+
+    # The vault.
+
+    async def assign_tokens(self, conversation_id: str, items: Sequence[VaultItem]) -> list[str]:
+        """The token of each item, `<KIND_N>`, adding new values to the conversation's vault."""
+        prepared = vault.prepare(self._key, items)
+        if not prepared:
+            return []
+        where = self._db.target.describe()
+
+        async def work(session: AsyncSession) -> list[str]:
+            await key_check.verify(session, self._key, where, lock="share")
+            return await vault.assign(session, self._key, conversation_id, prepared)
+
+        return await self._db.write(work, what="assigning vault tokens")
+
+    async def load_vault(self, conversation_id: str) -> dict[str, str]:
+        """Token `<KIND_N>` -> original value, decrypted, for one conversation."""
+        return await self._db.read(lambda s: vault.load(s, self._key, conversation_id))
+
+    # Term lists and audit.
+
+    async def save_term_list(
+        self,
+        name: str,
+        kind: str,
+        purpose: Literal["sensitive", "forbidden"],
+        terms: Sequence[str],
+    ) -> None:
+        """Create or replace a term list; its terms are stored sealed."""
+        checked = term_lists.check_list(name, kind, purpose, terms)
+        where = self._db.target.describe()
+
+        async def work(session: AsyncSession) -> None:
+            await key_check.verify(session, self._key, where, lock="share")
+            await term_lists.upsert(session, self._key, name, kind, purpose, checked)
+
+        await self._db.write(work, what="saving a term list")
+
+    async def load_term_lists(self) -> list[TermList]:
+        return await self._db.read(lambda s: term_lists.load_all(s, self._key))
+
+    async def delete_term_list(self, name: str) -> bool:
+        return await self._db.write(lambda s: term_lists.remove(s, name), what="deleting a list")
+
+    async def record_audit(
+        self,
+        conversation_id: str,
+        message_id: str | None,
+        action: Literal["masked", "redacted", "blocked"],
+        counts: Mapping[str, int],
+    ) -> None:
+        """Record how many values of each kind were masked, redacted or blocked."""
+        conversations.check_action(action)
+        checked = conversations.check_counts(counts)
+
+        async def work(session: AsyncSession) -> None:
+            await vault.lock_conversation(session, conversation_id)
+            if message_id is not None:
+                owner = await session.scalar(
+                    select(MessageRow.conversation_id).where(MessageRow.id == message_id)
+                )
+                if owner != conversation_id:
+                    raise MessageNotFoundError(
+                        f"message {message_id} is not in conversation {conversation_id}"
+                    )
+            session.add(
+                AuditEventRow(
+                    conversation_id=conversation_id,
+                    message_id=message_id,
+                    action=action,
+                    counts=checked,
+                    created_at=datetime.now(UTC),
+                )
+            )
+            await session.flush()
+
+        await self._db.write(work, what="recording an audit event")
+
+    async def list_audit(self, conversation_id: str) -> list[AuditEvent]:
+        async def work(session: AsyncSession) -> list[AuditEvent]:
+            rows = await session.scalars(
+                select(AuditEventRow)
+                .where(AuditEventRow.conversation_id == conversation_id)
+                .order_by(AuditEventRow.id)
+            )
+            return [conversations.to_audit(row) for row in rows]
+
+        return await self._db.read(work)

@@ -1,0 +1,205 @@
+"""The ORM mapping of holdback's tables. The schema itself is made only by the migrations.
+
+The rules: stored text is the tokenized text the model saw; an original value exists only as
+vault ciphertext (`vault_entries.value_ciphertext`, `term_lists.terms_ciphertext`) and as a
+keyed hash that cannot be reversed (`vault_entries.value_hash`). Audit rows hold kinds and
+counts, never values. Everything a conversation owns goes when it goes (`ON DELETE CASCADE`).
+Uniqueness that concurrent writers rely on is enforced by the database, not by the code:
+a message's position in its conversation, a token in its vault, a value's hash per kind.
+
+This module must match `migrations/versions/`; a test compares them.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+ID_LENGTH = 32
+MESSAGE_STATUSES = ("complete", "incomplete", "blocked")
+TERM_PURPOSES = ("sensitive", "forbidden")
+AUDIT_ACTIONS = ("masked", "redacted", "blocked")
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timestamps stored in UTC and always read back timezone-aware (SQLite keeps no zone)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetimes are not stored; use an aware UTC datetime")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map: ClassVar[dict[Any, Any]] = {datetime: UTCDateTime()}
+
+
+class StoreSetting(Base):
+    """Facts about the database itself, such as the vault key check."""
+
+    __tablename__ = "store_settings"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
+class UserRow(Base):
+    __tablename__ = "users"
+
+    id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    password_hash: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime]
+
+
+class SessionRow(Base):
+    """A login session; only the SHA-256 of its secret is stored."""
+
+    __tablename__ = "auth_sessions"
+
+    secret_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime]
+    expires_at: Mapped[datetime] = mapped_column(index=True)
+
+
+class ApiTokenRow(Base):
+    """An API token; only the SHA-256 of the token text is stored."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime]
+
+
+class ConversationRow(Base):
+    __tablename__ = "conversations"
+    __table_args__ = (Index(None, "owner_id", "updated_at"),)
+
+    id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    title: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
+class MessageRow(Base):
+    """A message. `text` and every part are tokenized text; `seq` orders the conversation."""
+
+    __tablename__ = "messages"
+    __table_args__ = (
+        UniqueConstraint("conversation_id", "seq"),
+        CheckConstraint(_in("status", MESSAGE_STATUSES), name="status"),
+        CheckConstraint("seq >= 1", name="seq_positive"),
+    )
+
+    id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(Integer)
+    role: Mapped[str] = mapped_column(String(32))
+    text: Mapped[str] = mapped_column(Text)
+    parts: Mapped[dict[str, str]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16))
+    finish_reason: Mapped[str | None] = mapped_column(String(64))
+    meta: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
+class VaultEntryRow(Base):
+    """One original value of a conversation: its token, its ciphertext and its keyed hash."""
+
+    __tablename__ = "vault_entries"
+    __table_args__ = (
+        UniqueConstraint("conversation_id", "kind", "value_hash"),
+        CheckConstraint("number >= 1", name="number_positive"),
+    )
+
+    conversation_id: Mapped[str] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE"), primary_key=True
+    )
+    token: Mapped[str] = mapped_column(String(100), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(64))
+    number: Mapped[int] = mapped_column(Integer)
+    value_hash: Mapped[bytes] = mapped_column(LargeBinary(32))
+    value_ciphertext: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime]
+
+
+class TermListRow(Base):
+    """A named list of sensitive or forbidden terms; the terms are sealed (AAD: the name)."""
+
+    __tablename__ = "term_lists"
+    __table_args__ = (CheckConstraint(_in("purpose", TERM_PURPOSES), name="purpose"),)
+
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(64))
+    purpose: Mapped[str] = mapped_column(String(16))
+    terms_ciphertext: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
+class AuditEventRow(Base):
+    """Which kinds were masked, redacted or blocked, and how many of each. Never values."""
+
+    __tablename__ = "audit_events"
+    __table_args__ = (CheckConstraint(_in("action", AUDIT_ACTIONS), name="action"),)
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=True
+    )
+    conversation_id: Mapped[str] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE"), index=True
+    )
+    message_id: Mapped[str | None] = mapped_column(
+        ForeignKey("messages.id", ondelete="SET NULL"), index=True
+    )
+    action: Mapped[str] = mapped_column(String(16))
+    counts: Mapped[dict[str, int]] = mapped_column(JSON)
+    created_at: Mapped[datetime]

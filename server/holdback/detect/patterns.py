@@ -18,8 +18,9 @@ import regex
 from holdback.detect import validators as v
 from holdback.detect.base import Candidates, Finding
 
-# A check takes the match and returns the value's span, or None to reject it.
-Check = Callable[["regex.Match[str]"], tuple[int, int] | None]
+# A check takes the match and returns the value's span, or None to reject it; a check for a run
+# that may hold several values (phone numbers side by side) returns a list of spans.
+Check = Callable[["regex.Match[str]"], "tuple[int, int] | list[tuple[int, int]] | None"]
 
 
 class RegexDetector:
@@ -31,14 +32,24 @@ class RegexDetector:
     only happen inside the trailing run of alphabet characters, which is all that is searched.
     """
 
-    __slots__ = ("_starts", "_tail", "check", "kind", "pattern")
+    __slots__ = ("_starts", "_tail", "check", "kind", "lookback", "pattern")
 
     def __init__(
-        self, kind: str, pattern: regex.Pattern[str], check: Check, *, alphabet: str, starts: str
+        self,
+        kind: str,
+        pattern: regex.Pattern[str],
+        check: Check,
+        *,
+        alphabet: str,
+        starts: str,
+        lookback: int = 0,
     ) -> None:
         self.kind = kind
         self.pattern = pattern
         self.check = check
+        # A run that may hold several values is matched from its own start, up to `lookback`
+        # characters before `pos`, so a scan resumed inside it still finds the values after.
+        self.lookback = lookback
         self._tail = regex.compile(rf"(?r){alphabet}*")
         self._starts = regex.compile(starts)
 
@@ -59,12 +70,15 @@ class RegexDetector:
     def candidates(self, text: str, pos: int, endpos: int, *, partial: bool) -> Candidates:
         hold = self.open_start(text, pos, endpos) if partial else endpos
         findings: list[Finding] = []
-        for m in self.pattern.finditer(text, pos, endpos, overlapped=True):
+        for m in self.pattern.finditer(text, max(0, pos - self.lookback), endpos, overlapped=True):
             if m.start() >= hold:
                 break
-            span = self.check(m)
-            if span is not None and span[1] > span[0]:
-                findings.append(Finding(span[0], span[1], self.kind, text[span[0] : span[1]]))
+            spans = self.check(m)
+            if spans is None:
+                continue
+            for start, end in spans if isinstance(spans, list) else [spans]:
+                if end > start and start >= pos:
+                    findings.append(Finding(start, end, self.kind, text[start:end]))
         return Candidates(findings, hold)
 
 
@@ -198,16 +212,62 @@ def _phone_ok(region: str) -> Callable[[str], bool]:
     return ok
 
 
+def _self_delimited(number: str) -> bool:
+    """Formatting (`+`, brackets, dashes, dots) marks where a number ends; bare spaces do not."""
+    return any(c in number for c in "+()-.")
+
+
+def _phones(ok: Callable[[str], bool]) -> Check:
+    """Split a run of digit groups into phone numbers side by side, or reject it whole.
+
+    `415-555-2671 415-555-2672` is two numbers; `3659 086030 6428` (an order number) is none,
+    even though its first two groups would pass for a US number on their own. A formatted
+    number (`+1 (415) 555-2671`) ends where its formatting does, whatever digits follow; a card
+    number or SSN may follow a phone number in the run, and is left to its own detector.
+    """
+    cached = functools.lru_cache(maxsize=4096)(ok)
+
+    def other_value(text: str) -> bool:
+        return v.credit_card_ok(text) or v.us_ssn_ok(text)
+
+    def run(m: regex.Match[str]) -> list[tuple[int, int]] | None:
+        text = m.group()
+        cuts = [i for i, c in enumerate(text) if c == " "]
+        bounds = [0, *cuts, len(text)]
+        # best[i]: a way to split text[bounds[i]:] into numbers (longest first number first).
+        best: dict[int, list[tuple[int, int]] | None] = {len(bounds) - 1: []}
+        for i in range(len(bounds) - 2, -1, -1):
+            best[i] = None
+            start = bounds[i] + (1 if i else 0)
+            for j in range(len(bounds) - 1, i, -1):
+                rest = best[j]
+                segment = text[start : bounds[j]]
+                if cached(segment) and (rest is not None or _self_delimited(segment)):
+                    best[i] = [(start, bounds[j]), *(rest or [])]
+                    break
+                if rest is not None and other_value(segment):
+                    best[i] = rest  # a card or SSN beside a phone number: not ours to report
+                    break
+        found = best[0]
+        if not found:
+            return None
+        return [(m.start() + a, m.start() + b) for a, b in found]
+
+    return run
+
+
 def make_phone(region: str = "US") -> RegexDetector:
     return RegexDetector(
         "phone",
         regex.compile(
-            r"(?=[+(0-9])(?<![\w+\-.@/])(?:\+[0-9]{1,3}[ .\-]?)?(?:\([0-9]{1,5}\)[ .\-]?)?"
+            r"(?=[+(]|(?<![0-9][ .\-])[0-9])(?<![\w+\-.@/])"
+            r"(?:\+[0-9]{1,3}[ .\-]?)?(?:\([0-9]{1,5}\)[ .\-]?)?"
             r"[0-9]++(?:[ .\-] ?[0-9]++)*+(?![\w@])"
         ),
-        _longest_group_prefix(_phone_ok(region), " .-"),
+        _phones(_phone_ok(region)),
         alphabet=r"[0-9 ().+\-]",
         starts=r"(?<![\w+\-.@/])[+(0-9]",
+        lookback=64,
     )
 
 
@@ -252,7 +312,17 @@ IPV6 = RegexDetector(
 # -- secrets ---------------------------------------------------------------------------------
 
 
+_AWS_PREFIXES = ("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA")
+
+
 def _mixed(text: str) -> bool:
+    """Free-form key bodies must mix letters and digits, so hyphenated prose is not a key.
+
+    AWS key ids are exempt: their fixed shape is distinctive, and their base32 body may hold
+    no digit at all.
+    """
+    if text.startswith(_AWS_PREFIXES):
+        return True
     return any(c.isdigit() for c in text) and any(c.isalpha() for c in text)
 
 

@@ -31,8 +31,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _registrars() -> list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]]:
-    """The modules that contribute subcommands, imported lazily so `--version` stays fast."""
-    return []
+    """The modules that contribute subcommands."""
+    from holdback.app import commands as app_commands
+    from holdback.store import commands as store_commands
+
+    return [app_commands.register, store_commands.register]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

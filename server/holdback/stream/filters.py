@@ -28,6 +28,16 @@ class ReplyFilter:
         self.guard = guard
         self.restorer = restorer
         self._failed = False
+        self._screened: list[str] = []
+
+    def record(self, screened: str) -> None:
+        """Add text the guard released outside `feed()` (a blocked reply's safe prefix)."""
+        self._screened.append(screened)
+
+    @property
+    def screened(self) -> str:
+        """Everything the guard has released so far: the tokenized text that may be stored."""
+        return "".join(self._screened)
 
     @property
     def pending(self) -> str:
@@ -40,12 +50,15 @@ class ReplyFilter:
     def flush(self) -> str:
         def finish() -> str:
             screened = self.guard.flush() if self.guard is not None else ""
+            self._screened.append(screened)
             return self.restorer.feed(screened) + self.restorer.flush()
 
         return self._safely(finish)
 
     def _screen(self, chunk: str) -> str:
-        return self.guard.feed(chunk) if self.guard is not None else chunk
+        screened = self.guard.feed(chunk) if self.guard is not None else chunk
+        self._screened.append(screened)
+        return screened
 
     def _safely(self, step: Callable[[], str]) -> str:
         if self._failed:

@@ -92,6 +92,7 @@ class Guard:
         self._context = ""
         self._closed = False
         self._failed = False
+        self.blocked = False  # set when block mode stopped the reply
         self.redacted: Counter[str] = Counter()
 
     @property
@@ -167,7 +168,7 @@ class Guard:
             return text
         clusters = self._clusters(findings)
         if self.mode == "block":
-            self._closed = True
+            self._closed = self.blocked = True
             first = clusters[0]
             raise ReplyBlockedError(
                 (f.kind for c in clusters for f in c[2]), released + text[: first[0]]

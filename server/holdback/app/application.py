@@ -1,0 +1,120 @@
+"""The Starlette application: routes, static UI, and the lifespan that builds the runtime.
+
+On start it opens the store (which applies the migrations and checks the vault key), loads the
+term lists (files given on the command line are saved to the store, encrypted, and every list in
+the store is used), builds the detectors, the provider and the chat service, and prints the URL.
+On shutdown, replies in flight get `shutdown_grace` seconds to finish; the rest are stored as
+incomplete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.routing import Mount, WebSocketRoute
+from starlette.staticfiles import StaticFiles
+
+from holdback.app import demo, http_api
+from holdback.app.auth import Authenticator
+from holdback.app.pipeline import ChatService
+from holdback.app.runtime import Runtime
+from holdback.app.settings import Settings
+from holdback.app.terms import kind_of, read_terms
+from holdback.app.ws import chat_socket
+from holdback.detect import DetectorSet
+from holdback.providers.base import Provider
+from holdback.providers.registry import make_provider
+from holdback.store.crypto import load_vault_key
+from holdback.store.locations import ensure_data_dir, resolve_data_dir, resolve_database_url
+from holdback.store.repository import Store
+from holdback.stream import forbidden_matcher
+
+log = logging.getLogger("holdback")
+
+
+def web_dir(env: dict[str, str] | None = None) -> Path:
+    env = dict(os.environ) if env is None else env
+    if env.get("HOLDBACK_WEB_DIR"):
+        return Path(env["HOLDBACK_WEB_DIR"])
+    return Path(__file__).resolve().parents[3] / "web"
+
+
+async def build_runtime(settings: Settings, provider: Provider | None = None) -> Runtime:
+    env = dict(settings.env)
+    data_dir = ensure_data_dir(resolve_data_dir(settings.data_dir, env))
+    url = resolve_database_url(settings.database_url, env, data_dir)
+    key = load_vault_key(data_dir, env)
+    store = await Store.open(url, vault_key=key)
+    try:
+        for path in settings.sensitive_terms:
+            await store.save_term_list(
+                f"sensitive:{kind_of(path)}", kind_of(path), "sensitive", read_terms(path)
+            )
+        for path in settings.forbidden_terms:
+            await store.save_term_list(
+                f"forbidden:{path.stem}", "forbidden", "forbidden", read_terms(path)
+            )
+        lists = await store.load_term_lists()
+        dictionaries: dict[str, list[str]] = {}
+        forbidden_terms: list[str] = []
+        for term_list in lists:
+            if term_list.purpose == "sensitive":
+                dictionaries.setdefault(term_list.kind, []).extend(term_list.terms)
+            else:
+                forbidden_terms.extend(term_list.terms)
+        detectors = DetectorSet.from_config(dictionaries, phone_region=settings.phone_region)
+        forbidden = forbidden_matcher(forbidden_terms) if forbidden_terms else None
+        if provider is None:
+            provider = make_provider(
+                settings.model, env=env, demo_chunk_delay=settings.demo_chunk_delay
+            )
+        service = ChatService(
+            store,
+            provider,
+            detectors,
+            forbidden=forbidden,
+            guard_mode=settings.guard_mode,
+            guard_window=settings.guard_window,
+            phone_region=settings.phone_region,
+            rate_limit_per_minute=settings.rate_limit_per_minute,
+        )
+    except BaseException:
+        await store.close()
+        raise
+    return Runtime(
+        settings=settings,
+        store=store,
+        service=service,
+        auth=Authenticator(settings, store),
+        detectors=detectors,
+        forbidden=forbidden,
+        web_dir=web_dir(env),
+    )
+
+
+def create_app(settings: Settings, provider: Provider | None = None) -> Starlette:
+    """The holdback app. Its lifespan builds the runtime; `provider` overrides `--model`."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        runtime = await build_runtime(settings, provider)
+        app.state.runtime = runtime
+        log.info("holdback is ready (model %s, auth %s)", settings.model, settings.auth)
+        try:
+            yield
+        finally:
+            await runtime.service.shutdown(settings.shutdown_grace)
+            await runtime.store.close()
+
+    routes = [
+        *http_api.routes,
+        WebSocketRoute("/ws", chat_socket),
+        *demo.routes,
+        Mount("/", app=StaticFiles(directory=web_dir(dict(settings.env)), html=True), name="web"),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)

@@ -1,0 +1,140 @@
+"""The leak demonstration: one scripted reply, replayed through two pipelines side by side.
+
+`/demo/ws/naive` replaces whole tokens chunk by chunk, as a naive proxy would, so every token
+the stream splits (`<EMAIL_` + `1>`) reaches the wire as fragments, and the values the model
+made up on its own go out unscreened. `/demo/ws/holdback` runs the same chunks through the real
+filter chain. The naive pipeline exists only here, behind its own routes: nothing else can
+select it, and it never touches a real conversation or the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from holdback.app.runtime import Runtime
+from holdback.app.sender import encode
+from holdback.detect import default_detectors
+from holdback.stream import Guard, ReplyFilter, Restorer, forbidden_matcher
+
+VAULT = {
+    "<EMAIL_1>": "sarah.connor@cyberdyne.example",
+    "<PHONE_1>": "+1 (415) 555-2671",
+    "<CLIENT_1>": "Acme Holdings",
+    "<IBAN_1>": "DE89 3704 0044 0532 0130 00",
+}
+FORBIDDEN = ["db01.corp.internal"]
+REPLY = (
+    "Sure. I'll email <EMAIL_1> today and call <PHONE_1> tomorrow morning.\n\n"
+    "The <CLIENT_1> renewal looks fine; the refund goes to <IBAN_1>. "
+    "I'll also loop in bob.smith@evil.example, who looks after db01.corp.internal."
+)
+
+
+def script_chunks(seed: int = 7) -> list[str]:
+    """The reply in chunks of 1–6 characters, as a model streams it, splitting the tokens."""
+    rng = random.Random(seed)
+    chunks: list[str] = []
+    i = 0
+    while i < len(REPLY):
+        n = rng.randint(1, 6)
+        chunks.append(REPLY[i : i + n])
+        i += n
+    return chunks
+
+
+class NaiveReplacer:
+    """Per-chunk replacement: the broken design the demo exists to show. Demo use only."""
+
+    def feed(self, chunk: str) -> str:
+        for token, value in VAULT.items():
+            chunk = chunk.replace(token, value)
+        return chunk
+
+    def flush(self) -> str:
+        return ""
+
+
+def holdback_filter() -> ReplyFilter:
+    guard = Guard(default_detectors(), forbidden=forbidden_matcher(FORBIDDEN))
+    return ReplyFilter(guard, Restorer(VAULT))
+
+
+async def demo_page(request: Request) -> Response:
+    runtime: Runtime = request.app.state.runtime
+    return FileResponse(runtime.web_dir / "demo.html")
+
+
+async def demo_script(request: Request) -> Response:
+    return JSONResponse({"tokens": list(VAULT), "values": list(VAULT.values())})
+
+
+async def _replay(websocket: WebSocket, naive: bool) -> None:
+    runtime: Runtime = websocket.app.state.runtime
+    if not runtime.auth.origin_allowed(websocket):
+        await websocket.close(code=1008)
+        return
+    await websocket.accept()
+    delay = max(runtime.settings.demo_chunk_delay, 0.0)
+    try:
+        while True:
+            message = await websocket.receive_json()
+            if not isinstance(message, dict) or message.get("type") != "start":
+                await websocket.send_text(
+                    encode({"type": "error", "code": "unknown_type", "message": "send start"})
+                )
+                continue
+            pipeline: NaiveReplacer | ReplyFilter = NaiveReplacer() if naive else holdback_filter()
+            message_id = "demo-naive" if naive else "demo-holdback"
+            for chunk in script_chunks():
+                text = pipeline.feed(chunk)
+                if text:
+                    await websocket.send_text(encode(_delta(message_id, text)))
+                await asyncio.sleep(delay)
+            rest = pipeline.flush()
+            if rest:
+                await websocket.send_text(encode(_delta(message_id, rest)))
+            await websocket.send_text(
+                encode(
+                    {
+                        "type": "assistant_done",
+                        "conversation_id": "demo",
+                        "message_id": message_id,
+                        "finish_reason": "stop",
+                        "status": "complete",
+                    }
+                )
+            )
+    except (WebSocketDisconnect, ValueError):
+        return
+
+
+def _delta(message_id: str, text: str) -> dict[str, str]:
+    return {
+        "type": "assistant_delta",
+        "conversation_id": "demo",
+        "message_id": message_id,
+        "channel": "content",
+        "text": text,
+    }
+
+
+async def naive_socket(websocket: WebSocket) -> None:
+    await _replay(websocket, naive=True)
+
+
+async def holdback_socket(websocket: WebSocket) -> None:
+    await _replay(websocket, naive=False)
+
+
+routes = [
+    Route("/demo", demo_page),
+    Route("/demo/script", demo_script),
+    WebSocketRoute("/demo/ws/naive", naive_socket),
+    WebSocketRoute("/demo/ws/holdback", holdback_socket),
+]

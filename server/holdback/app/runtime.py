@@ -1,0 +1,26 @@
+"""What a running server holds: settings, the store, the chat service and the authenticator.
+
+Built once in the application's lifespan and kept on `app.state.runtime`; routes read it there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from holdback.app.auth import Authenticator
+from holdback.app.pipeline import ChatService
+from holdback.app.settings import Settings
+from holdback.detect import DetectorSet, TermMatcher
+from holdback.store.repository import Store
+
+
+@dataclass(slots=True)
+class Runtime:
+    settings: Settings
+    store: Store
+    service: ChatService
+    auth: Authenticator
+    detectors: DetectorSet
+    forbidden: TermMatcher | None
+    web_dir: Path

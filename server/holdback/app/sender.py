@@ -1,0 +1,107 @@
+"""Framing and sending to one WebSocket, with a bounded queue that coalesces deltas.
+
+The rule: the reply never waits for a slow client, and a slow client never makes memory grow
+without bound. Frames wait in a queue; a delta that arrives while the previous delta of the
+same message, channel and tool call is still waiting is merged into it, so a client that falls
+behind gets fewer, larger frames. If the text waiting still passes the byte limit, the client is
+too slow to serve: the connection is closed (1013, try again later) and the reply goes on
+server-side, to be read back over HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from typing import Any
+
+import orjson
+from starlette.websockets import WebSocket, WebSocketState
+
+Frame = dict[str, Any]
+
+
+def encode(frame: Frame) -> str:
+    return orjson.dumps(frame).decode()
+
+
+class Sender:
+    def __init__(self, websocket: WebSocket, limit_bytes: int) -> None:
+        self.websocket = websocket
+        self.limit_bytes = limit_bytes
+        self._queue: deque[Frame] = deque()
+        self._queued_bytes = 0
+        self._wakeup = asyncio.Event()
+        self._drained = asyncio.Event()
+        self.closed = False
+        self.overflowed = False
+
+    def send(self, frame: Frame) -> None:
+        """Queue a frame (never blocks); merge it into a waiting delta of the same stream."""
+        if self.closed:
+            return
+        if frame.get("type") == "assistant_delta" and self._queue:
+            last = self._queue[-1]
+            if last.get("type") == "assistant_delta" and _same_stream(last, frame):
+                last["text"] += frame["text"]
+                self._queued_bytes += len(frame["text"])
+                self._check_limit()
+                return
+        self._queue.append(dict(frame))
+        self._queued_bytes += len(frame.get("text", "")) + 64
+        self._check_limit()
+        self._wakeup.set()
+
+    def _check_limit(self) -> None:
+        if self._queued_bytes > self.limit_bytes:
+            self.overflowed = True
+            self.closed = True
+            self._queue.clear()
+            self._wakeup.set()
+
+    async def run(self) -> None:
+        """Write queued frames until the connection closes."""
+        try:
+            while True:
+                if self.overflowed:
+                    with contextlib.suppress(Exception):
+                        await self.websocket.close(code=1013, reason="client too slow")
+                    return
+                if self._queue:
+                    frame = self._queue.popleft()
+                    self._queued_bytes -= len(frame.get("text", "")) + 64
+                    if self.websocket.application_state != WebSocketState.CONNECTED:
+                        return
+                    await self.websocket.send_text(encode(frame))
+                    if not self._queue:
+                        self._drained.set()
+                    continue
+                if self.closed:
+                    return
+                self._wakeup.clear()
+                await self._wakeup.wait()
+        except Exception:
+            pass  # the client went away; replies carry on without it
+        finally:
+            self.closed = True
+            self._drained.set()
+
+    def stop(self) -> None:
+        self.closed = True
+        self._wakeup.set()
+
+    async def drain(self) -> None:
+        """Wait (at most 5 seconds) until what is queued has been written."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(5.0):
+                while self._queue and not self.overflowed:
+                    self._drained.clear()
+                    await self._drained.wait()
+
+
+def _same_stream(a: Frame, b: Frame) -> bool:
+    return (
+        a.get("message_id") == b.get("message_id")
+        and a.get("channel") == b.get("channel")
+        and a.get("call_id") == b.get("call_id")
+    )

@@ -210,7 +210,9 @@ def test_one_character_feeds_property(text: str) -> None:
 
 # Values side by side with only a space between can merge into one run of digits; see the
 # phone detector's note on runs. Models separate values with words or punctuation.
-@given(pieces=st.lists(PIECES, max_size=8), seps=st.sampled_from([", ", " and ", " (", "; ", ":\n"]))
+@given(
+    pieces=st.lists(PIECES, max_size=8), seps=st.sampled_from([", ", " and ", " (", "; ", ":\n"])
+)
 def test_no_sensitive_piece_survives_screening(pieces: list[str], seps: str) -> None:
     out = one_shot(seps.join(pieces) + ".")
     for piece in pieces:

@@ -28,7 +28,15 @@ from holdback.stream.restorer import find_forms, restore
 from holdback.tokens import ID_RE, is_word_char
 from holdback.vault import Vault
 
-__all__ = ["Analysis", "Masked", "Pseudonymizer", "VaultItem", "pseudonymize", "restore"]
+__all__ = [
+    "Analysis",
+    "Masked",
+    "Pseudonymizer",
+    "Vault",
+    "VaultItem",
+    "pseudonymize",
+    "restore",
+]
 
 LITERAL = "literal"
 

@@ -218,3 +218,16 @@ def test_no_sensitive_piece_survives_screening(pieces: list[str], seps: str) -> 
     for piece in pieces:
         if piece not in ("<EMAIL_1>", "1.2.3", "2024-01-15"):
             assert piece.lower() not in out.lower()
+
+
+def test_the_guard_takes_the_vault_and_plain_term_lists() -> None:
+    guard = Guard(vault={"<EMAIL_1>": "sarah@acme.com"}, forbidden=["Nightjar"])
+    out = screen("sarah@acme.com, bob@evil.com and nightjar", guard)
+    assert out == "sarah@acme.com, [redacted email] and [redacted]"
+
+
+def test_bad_guard_settings_are_refused_clearly() -> None:
+    with pytest.raises(ValueError, match="window"):
+        Guard(window=4)
+    with pytest.raises(ValueError, match="mode"):
+        Guard(mode="shout")  # type: ignore[arg-type]

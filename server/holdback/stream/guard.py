@@ -25,17 +25,22 @@ later call raises too, so no raw text can follow.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Literal
 
-from holdback.detect import DetectorSet, Finding, TermMatcher
+from holdback.detect import DetectorSet, Finding, TermMatcher, default_detectors
 from holdback.detect.values import normalize_value
-from holdback.errors import FilterFailedError, HoldbackError, StreamClosedError
+from holdback.errors import ConfigurationError, FilterFailedError, HoldbackError, StreamClosedError
+from holdback.tokens import parse_id, token_id
 
 GuardMode = Literal["redact", "block"]
 FORBIDDEN = "forbidden"
 DEFAULT_WINDOW = 256
 _CONTEXT = 80  # characters of already-released text kept for look-behinds
+
+
+class GuardConfigError(ConfigurationError, ValueError):
+    """A guard setting (mode, window) cannot be used."""
 
 
 class GuardFailedError(FilterFailedError):
@@ -68,23 +73,38 @@ class Guard:
 
     def __init__(
         self,
-        detectors: DetectorSet,
+        detectors: DetectorSet | None = None,
         *,
-        forbidden: TermMatcher | None = None,
+        forbidden: TermMatcher | Iterable[str] | None = None,
         allowed: Iterable[tuple[str, str]] = (),
+        vault: Mapping[str, str] | None = None,
         mode: GuardMode = "redact",
         window: int = DEFAULT_WINDOW,
         phone_region: str = "US",
     ) -> None:
+        """Screen with `detectors` (the built-in ones by default) and `forbidden` terms.
+
+        Values of the conversation's vault are never flagged: pass the vault itself, or its
+        `(kind, normalized value)` pairs as `allowed`.
+        """
         if window < 16:
-            raise ValueError("the guard's window must be at least 16 characters")
+            raise GuardConfigError("the guard's window must be at least 16 characters")
         if mode not in ("redact", "block"):
-            raise ValueError(f"unknown guard mode {mode!r}")
+            raise GuardConfigError(f"unknown guard mode {mode!r}; use redact or block")
+        if detectors is None:
+            detectors = default_detectors()
+        if forbidden is not None and not isinstance(forbidden, TermMatcher):
+            forbidden = forbidden_matcher(forbidden)
         parts = list(detectors.detectors)
         if forbidden is not None and len(forbidden):
             parts.append(forbidden)
         self._detectors = DetectorSet(parts)
-        self._allowed = frozenset(allowed)
+        allowed_values = set(allowed)
+        if vault is not None:
+            for token, value in vault.items():
+                kind = parse_id(token_id(token))[0].lower()
+                allowed_values.add((kind, normalize_value(kind, value, phone_region=phone_region)))
+        self._allowed = frozenset(allowed_values)
         self.mode = mode
         self.window = window
         self._phone_region = phone_region

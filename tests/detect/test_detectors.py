@@ -209,3 +209,12 @@ def test_a_custom_detector_plugs_in_through_the_protocol() -> None:
     ds = DetectorSet([Exploding()])
     with pytest.raises(RuntimeError):
         ds.detect("anything")
+
+
+def test_side_by_side_phone_numbers_never_take_the_space_between() -> None:
+    text = "+1 (415) 555-2671  0 +1 (415) 555-2671 415-555-2672"
+    assert [f.value for f in detect(text)] == [
+        "+1 (415) 555-2671",
+        "+1 (415) 555-2671",
+        "415-555-2672",
+    ]

@@ -242,6 +242,8 @@ def _phones(ok: Callable[[str], bool]) -> Check:
             for j in range(len(bounds) - 1, i, -1):
                 rest = best[j]
                 segment = text[start : bounds[j]]
+                if not segment or segment != segment.strip():
+                    continue
                 if cached(segment) and (rest is not None or _self_delimited(segment)):
                     best[i] = [(start, bounds[j]), *(rest or [])]
                     break

@@ -218,3 +218,10 @@ def test_side_by_side_phone_numbers_never_take_the_space_between() -> None:
         "+1 (415) 555-2671",
         "415-555-2672",
     ]
+
+
+def test_a_number_glued_to_a_word_after_it_does_not_hide_the_value_before() -> None:
+    assert [f.value for f in detect("+1 (415) 555-2671 0@ x, 4111 1111 1111 1111 2x")] == [
+        "+1 (415) 555-2671",
+        "4111 1111 1111 1111",
+    ]

@@ -11,6 +11,7 @@ reported as open, never cut short and accepted.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 
 import regex
@@ -32,7 +33,7 @@ class RegexDetector:
     only happen inside the trailing run of alphabet characters, which is all that is searched.
     """
 
-    __slots__ = ("_starts", "_tail", "check", "kind", "lookback", "pattern")
+    __slots__ = ("_gate", "_starts", "_tail", "check", "kind", "lookback", "pattern")
 
     def __init__(
         self,
@@ -43,6 +44,7 @@ class RegexDetector:
         alphabet: str,
         starts: str,
         lookback: int = 0,
+        gate: str | None = None,
     ) -> None:
         self.kind = kind
         self.pattern = pattern
@@ -52,6 +54,9 @@ class RegexDetector:
         self.lookback = lookback
         self._tail = regex.compile(rf"(?r){alphabet}*")
         self._starts = regex.compile(starts)
+        # A character that every match, and every open start, must contain: a text without
+        # one is skipped at the cost of one quick search (most reply text has no digit).
+        self._gate = re.compile(gate) if gate else None
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -68,7 +73,15 @@ class RegexDetector:
         return endpos
 
     def candidates(self, text: str, pos: int, endpos: int, *, partial: bool) -> Candidates:
+        if self._gate is not None and not self._gate.search(
+            text, max(0, pos - self.lookback), endpos
+        ):
+            return Candidates([], endpos)
         hold = self.open_start(text, pos, endpos) if partial else endpos
+        return Candidates(self.decided(text, pos, endpos, hold), hold)
+
+    def decided(self, text: str, pos: int, endpos: int, hold: int) -> list[Finding]:
+        """The findings that start in `pos..hold`, where no start is open."""
         findings: list[Finding] = []
         for m in self.pattern.finditer(text, max(0, pos - self.lookback), endpos, overlapped=True):
             if m.start() >= hold:
@@ -79,7 +92,7 @@ class RegexDetector:
             for start, end in spans if isinstance(spans, list) else [spans]:
                 if end > start and start >= pos:
                     findings.append(Finding(start, end, self.kind, text[start:end]))
-        return Candidates(findings, hold)
+        return findings
 
 
 def _whole(check: Callable[[str], bool]) -> Check:
@@ -91,13 +104,24 @@ def _whole(check: Callable[[str], bool]) -> Check:
     return run
 
 
+def _glued(m: regex.Match[str]) -> bool:
+    """Whether the run's last group runs straight into a word (`0x`, `42@host`)."""
+    after = m.string[m.end() : m.end() + 1]
+    return bool(after) and (after.isalnum() or after in "_@")
+
+
 def _longest_group_prefix(check: Callable[[str], bool], separators: str) -> Check:
-    """Accept the run, or the longest prefix of it that ends at a group boundary and passes."""
+    """Accept the run, or the longest prefix of it that ends at a group boundary and passes.
+
+    A last group glued to the word after it belongs to that word, never to the value.
+    """
     cached = functools.lru_cache(maxsize=4096)(check)
 
     def run(m: regex.Match[str]) -> tuple[int, int] | None:
         text = m.group()
-        ends = [i for i, c in enumerate(text) if c in separators] + [len(text)]
+        ends = [i for i, c in enumerate(text) if c in separators]
+        if not _glued(m):
+            ends.append(len(text))
         for end in reversed(ends):
             candidate = text[:end].rstrip(separators)
             if candidate and cached(candidate):
@@ -140,14 +164,26 @@ def _email_ok(text: str) -> bool:
     return domain.rsplit(".", 1)[-1].lower() not in _FILE_EXTENSIONS
 
 
+# `scheme://user:password@host`: what follows the colon is a password, not an email's local part.
+_USERINFO = regex.compile(r"://[^\s:/@]{1,64}:\Z")
+_email_valid = functools.lru_cache(maxsize=4096)(_email_ok)
+
+
+def _email_check(m: regex.Match[str]) -> tuple[int, int] | None:
+    before = m.string[max(0, m.start() - 70) : m.start()]
+    if _USERINFO.search(before) or not _email_valid(m.group()):
+        return None
+    return m.span()
+
+
 EMAIL = RegexDetector(
     "email",
     regex.compile(
-        r"[A-Za-z0-9](?<![A-Za-z0-9._%+\-@](?s:.))(?<!://[^\s:/@]{1,64}:.)[A-Za-z0-9._%+\-]*@"
+        r"[A-Za-z0-9](?<![A-Za-z0-9._%+\-@](?s:.))[A-Za-z0-9._%+\-]*@"
         r"[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?)*"
         r"\.[A-Za-z]{2,24}(?![A-Za-z0-9\-@])"
     ),
-    _whole(_email_ok),
+    _email_check,
     alphabet=r"[A-Za-z0-9._%+\-@]",
     starts=r"(?<![A-Za-z0-9._%+\-@])[A-Za-z0-9]",
 )
@@ -156,10 +192,11 @@ EMAIL = RegexDetector(
 
 CREDIT_CARD = RegexDetector(
     "credit_card",
-    regex.compile(r"[0-9](?<![\w\-.,](?s:.))[0-9]*+(?:[ \-] ?[0-9]++)*+(?![\w])"),
+    regex.compile(r"[0-9](?<![\w\-.,](?s:.))[0-9]*+(?:[ \-] ?[0-9]++)*+"),
     _longest_group_prefix(v.credit_card_ok, " -"),
     alphabet=r"[0-9 \-]",
     starts=r"(?<![\w\-.,])[0-9]",
+    gate="[0-9]",
 )
 
 
@@ -192,10 +229,13 @@ IBAN = RegexDetector(
 
 US_SSN = RegexDetector(
     "us_ssn",
-    regex.compile(r"[0-9](?<![\w\-.](?s:.))[0-9]{2}([\- ])[0-9]{2}\1[0-9]{4}(?![\w\-])"),
+    regex.compile(
+        r"[0-9](?<![\w\-.](?s:.))[0-9]{2}(?P<ssn_sep>[\- ])[0-9]{2}(?P=ssn_sep)[0-9]{4}(?![\w\-])"
+    ),
     _whole(v.us_ssn_ok),
     alphabet=r"[0-9 \-]",
     starts=r"(?<![\w\-.])[0-9]",
+    gate="[0-9]",
 )
 
 
@@ -233,6 +273,11 @@ def _phones(ok: Callable[[str], bool]) -> Check:
     def run(m: regex.Match[str]) -> list[tuple[int, int]] | None:
         text = m.group()
         cuts = [i for i, c in enumerate(text) if c == " "]
+        if _glued(m):
+            if not cuts:
+                return None
+            text = text[: cuts[-1]]  # the glued last group belongs to the word after it
+            cuts = cuts[:-1]
         bounds = [0, *cuts, len(text)]
         # best[i]: a way to split text[bounds[i]:] into numbers (longest first number first).
         best: dict[int, list[tuple[int, int]] | None] = {len(bounds) - 1: []}
@@ -264,12 +309,13 @@ def make_phone(region: str = "US") -> RegexDetector:
         regex.compile(
             r"(?=[+(]|(?<![0-9][ .\-])[0-9])(?<![\w+\-.@/])"
             r"(?:\+[0-9]{1,3}[ .\-]?)?(?:\([0-9]{1,5}\)[ .\-]?)?"
-            r"[0-9]++(?:[ .\-] ?[0-9]++)*+(?![\w@])"
+            r"[0-9]++(?:[ .\-] ?[0-9]++)*+"
         ),
         _phones(_phone_ok(region)),
         alphabet=r"[0-9 ().+\-]",
         starts=r"(?<![\w+\-.@/])[+(0-9]",
         lookback=64,
+        gate="[0-9+(]",
     )
 
 
@@ -286,6 +332,7 @@ IPV4 = RegexDetector(
     _whole(_ipv4_ok),
     alphabet=r"[0-9.]",
     starts=r"(?<![\w.])[0-9]",
+    gate="[0-9]",
 )
 
 

@@ -16,8 +16,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.responses import JSONResponse
 from starlette.routing import Mount, WebSocketRoute
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from holdback.app import demo, http_api
 from holdback.app.auth import Authenticator
@@ -27,6 +30,7 @@ from holdback.app.settings import Settings
 from holdback.app.terms import kind_of, read_terms
 from holdback.app.ws import chat_socket
 from holdback.detect import DetectorSet
+from holdback.errors import describe
 from holdback.providers.base import Provider
 from holdback.providers.registry import make_provider
 from holdback.store.crypto import load_vault_key
@@ -117,4 +121,37 @@ def create_app(settings: Settings, provider: Provider | None = None) -> Starlett
         *demo.routes,
         Mount("/", app=StaticFiles(directory=web_dir(dict(settings.env)), html=True), name="web"),
     ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(ContainErrors)])
+
+
+class ContainErrors:
+    """An unexpected error becomes a bare 500 (or a closed socket) and one log line that names
+    its type and place but not its message, which might quote data. Nothing is re-raised to
+    the server, whose own traceback would print the message."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watch(message: Message) -> None:
+            nonlocal started
+            if message["type"] in ("http.response.start", "websocket.accept", "websocket.close"):
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        except Exception as exc:
+            log.error("%s %s failed: %s", scope["type"], scope.get("path", ""), describe(exc))
+            if started:
+                return
+            if scope["type"] == "http":
+                response = JSONResponse({"code": "internal", "message": "internal error"}, 500)
+                await response(scope, receive, send)
+            else:
+                await send({"type": "websocket.close", "code": 1011})

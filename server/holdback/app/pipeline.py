@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from holdback.detect import DetectorSet, TermMatcher
-from holdback.errors import FilterFailedError, HoldbackError
+from holdback.errors import FilterFailedError, HoldbackError, describe
 from holdback.providers.base import ChatMessage, ChatRequest, Provider
 from holdback.providers.events import (
     End,
@@ -86,7 +86,7 @@ class Reply:
             try:
                 sink(frame)
             except Exception:  # a broken connection must not stop the reply
-                log.warning("dropping a frame for a connection that failed")
+                log.warning("dropping frames for a connection that failed")
                 self.detach(sink)
 
     def detach(self, sink: Emit) -> None:
@@ -270,8 +270,8 @@ class ChatService:
         except asyncio.CancelledError:
             await asyncio.shield(run.finish("incomplete", "cancelled"))
             raise
-        except Exception:
-            log.exception("reply %s failed", reply.message_id)
+        except Exception as exc:
+            log.error("reply %s failed: %s", reply.message_id, describe(exc))
             reply.emit(_error(reply, "internal", "the reply failed; what was sent so far is kept"))
             await asyncio.shield(run.finish("incomplete", None))
         finally:

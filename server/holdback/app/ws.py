@@ -19,7 +19,7 @@ from starlette.websockets import WebSocket
 from holdback.app.pipeline import ChatError, Reply
 from holdback.app.runtime import Runtime
 from holdback.app.sender import Frame, Sender
-from holdback.errors import HoldbackError
+from holdback.errors import HoldbackError, describe
 
 log = logging.getLogger("holdback.ws")
 
@@ -65,8 +65,8 @@ async def chat_socket(websocket: WebSocket) -> None:
             reply = await _handle(runtime, user.id, text, sender)
             if reply is not None:
                 watching.append(reply)
-    except Exception:
-        log.exception("chat socket failed")
+    except Exception as exc:
+        log.error("chat socket failed: %s", describe(exc))
     finally:
         for reply in watching:
             reply.detach(sender.send)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 
 from corpus import chunk, make_reply, make_vault
 from detect_bench import terms
 from restorer_bench import percentile
+from timing import per_chunk
 
-from holdback.detect import DetectorSet
+from holdback.detect import DetectorSet, TermMatcher
 from holdback.stream import Guard, ReplyFilter, Restorer, forbidden_matcher
 
 
@@ -22,32 +23,21 @@ def reply_with_pii(vault: dict[str, str]) -> str:
     return text
 
 
-def per_chunk(make: object, chunks: list[str], repeats: int = 3) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        f = make()  # type: ignore[operator]
-        start = time.perf_counter()
-        for c in chunks:
-            f.feed(c)
-        f.flush()
-        best = min(best, time.perf_counter() - start)
-    return best / len(chunks)
-
-
 def run() -> dict[str, float]:
     vault = make_vault(50)
     chunks = chunk(reply_with_pii(vault))
     detectors = DetectorSet.from_config()
     few = forbidden_matcher(["db01.corp.internal", *terms(9)])
     many = forbidden_matcher(["db01.corp.internal", *terms(9_999)])
-    restorer_only = per_chunk(lambda: Restorer(vault), chunks)
 
-    def chain(forbidden: object) -> object:
-        return lambda: ReplyFilter(Guard(detectors, forbidden=forbidden), Restorer(vault))  # type: ignore[arg-type]
+    def chain(forbidden: TermMatcher) -> Callable[[], ReplyFilter]:
+        return lambda: ReplyFilter(Guard(detectors, forbidden=forbidden), Restorer(vault))
 
-    per_chunk(chain(few), chunks, repeats=1)  # warm the validators' caches
-    with_10 = per_chunk(chain(few), chunks)
-    with_10k = per_chunk(chain(many), chunks)
+    chain(few)().feed("".join(chunks))  # warm the validators' caches
+    costs = per_chunk(
+        {"restorer": lambda: Restorer(vault), "10": chain(few), "10k": chain(many)}, chunks
+    )
+    restorer_only, with_10, with_10k = costs["restorer"], costs["10"], costs["10k"]
     guard = Guard(detectors, forbidden=few)
     held = []
     for c in chunks:

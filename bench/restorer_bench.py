@@ -3,35 +3,15 @@
 from __future__ import annotations
 
 import statistics
-import time
-from collections.abc import Callable, Mapping
-from typing import Protocol
+from collections.abc import Mapping
 
 from corpus import chunk, make_reply, make_vault
 from naive_restorer import NaiveRestorer
+from timing import per_chunk
 
 from holdback.stream import Restorer
 
 SIZES = (10, 100, 1_000, 10_000)
-
-
-class _Filter(Protocol):
-    @property
-    def pending(self) -> str: ...
-    def feed(self, chunk: str) -> str: ...
-    def flush(self) -> str: ...
-
-
-def per_chunk_seconds(make: Callable[[], _Filter], chunks: list[str], repeats: int = 5) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        f = make()
-        start = time.perf_counter()
-        for c in chunks:
-            f.feed(c)
-        f.flush()
-        best = min(best, time.perf_counter() - start)
-    return best / len(chunks)
 
 
 def held_chars(vault: Mapping[str, str], chunks: list[str]) -> list[int]:
@@ -49,25 +29,29 @@ def percentile(values: list[int], p: float) -> float:
 
 
 def run() -> dict[str, object]:
-    rows = []
-    costs: dict[int, float] = {}
-    naive_costs: dict[int, float] = {}
-    for size in SIZES:
-        vault = make_vault(size)
-        text = make_reply(vault)
-        chunks = chunk(text)
-        costs[size] = per_chunk_seconds(lambda v=vault: Restorer(v), chunks)
-        naive_chunks = chunks if size <= 100 else chunks[: max(200, 20_000 // size)]
-        naive_costs[size] = per_chunk_seconds(
-            lambda v=vault: NaiveRestorer(v), naive_chunks, repeats=1 if size > 100 else 3
-        )
-        rows.append((size, costs[size] * 1e6, naive_costs[size] * 1e6))
+    vaults = {size: make_vault(size) for size in SIZES}
+    # One reply for every size, using tokens every vault has (the larger vaults extend the
+    # smaller ones), so only the vault's size changes between the columns.
+    same = chunk(make_reply(vaults[SIZES[0]]))
+    chunk_sets = dict.fromkeys(SIZES, same)
+    costs = per_chunk(
+        {str(size): (lambda v=vaults[size]: Restorer(v)) for size in SIZES},
+        {str(size): chunk_sets[size] for size in SIZES},
+        rounds=9,
+    )
+    # The naive baseline is slow: fewer chunks and rounds, measured next to its own holdback.
+    naive_costs = per_chunk(
+        {str(size): (lambda v=vaults[size]: NaiveRestorer(v)) for size in SIZES},
+        {str(size): chunk_sets[size][: max(200, 20_000 // size)] for size in SIZES},
+        rounds=2,
+    )
+    rows = [(size, costs[str(size)] * 1e6, naive_costs[str(size)] * 1e6) for size in SIZES]
     vault = make_vault(100)
     held = held_chars(vault, chunk(make_reply(vault)))
     return {
         "rows": rows,
-        "naive_over_holdback_1000": naive_costs[1_000] / costs[1_000],
-        "cost_10000_over_10": costs[10_000] / costs[10],
+        "naive_over_holdback_1000": naive_costs["1000"] / costs["1000"],
+        "cost_10000_over_10": costs["10000"] / costs["10"],
         "held_p50": percentile(held, 50),
         "held_p99": percentile(held, 99),
         "held_max": max(held),

@@ -108,7 +108,7 @@ class Faulty:
 
 
 def test_a_failure_anywhere_stops_the_reply_with_no_raw_text_after() -> None:
-    f = ReplyFilter(Guard(DetectorSet([Faulty()])), Restorer(VAULT))
+    f = ReplyFilter(Guard(DetectorSet([Faulty()]), vault=VAULT), Restorer(VAULT))
     assert f.feed("fine <EMAIL_1> ") == "fine sarah@acme.com "
     with pytest.raises(FilterFailedError):
         f.feed("boom sarah-canary")

@@ -64,8 +64,21 @@ def test_each_kind_is_redacted(kind: str) -> None:
 
 
 def test_redaction_labels() -> None:
-    text = "Mail bob@evil.com, host db01.corp.internal, <EMAIL_1> stays."
-    assert one_shot(text) == "Mail [redacted email], host [redacted], <EMAIL_1> stays."
+    text = "Mail bob@evil.com, host db01.corp.internal, <EMAIL_1> stays, <EMAIL_2> goes."
+    assert one_shot(text, vault={"<EMAIL_1>": "sarah@acme.com"}) == (
+        "Mail [redacted email], host [redacted], <EMAIL_1> stays, [redacted token] goes."
+    )
+
+
+@pytest.mark.parametrize(
+    "spelling", ["<EMAIL_7>", "<email_7>", "&lt;EMAIL\\_7&gt;", "EMAIL_7", "Credit\\_Card_3"]
+)
+def test_tokens_the_model_made_up_are_redacted(spelling: str) -> None:
+    vault = {"<EMAIL_1>": "sarah@acme.com"}
+    text = f"Write to {spelling} and EMAIL_1, not MY_VAR_1."
+    expected = "Write to [redacted token] and EMAIL_1, not MY_VAR_1."
+    assert one_shot(text, vault=vault) == expected
+    assert stream(text, list(range(1, len(text))), vault=vault) == expected
 
 
 def test_values_of_the_conversation_vault_are_not_flagged() -> None:

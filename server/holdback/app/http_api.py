@@ -157,7 +157,14 @@ async def get_conversation(request: Request) -> Response:
         body = conversation_json(conversation, vault)
         body["messages"] = [restore_message(m, vault) for m in messages]
         body["view"] = "owner"
-    body["streaming"] = conversation.id in runtime.service.replies
+    reply = runtime.service.replies.get(conversation.id)
+    body["streaming"] = reply is not None
+    if reply is not None:
+        # The reply in flight is stored as it goes; say so, so a client that reconnects
+        # keeps watching it instead of taking it for finished.
+        for message in body["messages"]:
+            if message["id"] == reply.message_id:
+                message["status"] = "streaming"
     return JSONResponse(body)
 
 

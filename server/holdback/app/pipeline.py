@@ -22,7 +22,7 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -250,13 +250,11 @@ class ChatService:
             for item, token in zip(analysis.missing, tokens, strict=True):
                 vault.add(token, item.kind, item.value, item.normalized)
 
-    def _filter(
-        self, index: TokenIndex, allowed: Iterable[tuple[str, str]], json_values: bool
-    ) -> ReplyFilter:
+    def _filter(self, index: TokenIndex, vault: Vault, json_values: bool) -> ReplyFilter:
         guard = Guard(
             self.detectors,
             forbidden=self.forbidden,
-            allowed=allowed,
+            vault=vault,
             mode=self.guard_mode,
             window=self.guard_window,
             phone_region=self.phone_region,
@@ -285,7 +283,7 @@ class _ReplyRun:
         self.service = service
         self.reply = reply
         self.index = vault.index()
-        self.allowed = [(e.kind, e.normalized) for e in vault.entries()]
+        self.vault = vault
         self.channels: dict[str, ReplyFilter] = {}
         self.calls: dict[str, _Call] = {}
         self.finished = False
@@ -294,7 +292,7 @@ class _ReplyRun:
     def _channel(self, name: str) -> ReplyFilter:
         f = self.channels.get(name)
         if f is None:
-            f = self.channels[name] = self.service._filter(self.index, self.allowed, False)
+            f = self.channels[name] = self.service._filter(self.index, self.vault, False)
         return f
 
     def _delta(self, channel: str, text: str, **extra: str) -> None:
@@ -360,7 +358,7 @@ class _ReplyRun:
             return False
         if isinstance(event, ToolCallStart):
             call = _Call(
-                event.call_id, event.name, self.service._filter(self.index, self.allowed, True)
+                event.call_id, event.name, self.service._filter(self.index, self.vault, True)
             )
             self.calls[event.call_id] = call
             return False

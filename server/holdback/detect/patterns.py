@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import regex
 
 from holdback.detect import validators as v
 from holdback.detect.base import Candidates, Finding
+from holdback.tokens import kind_label
 
 # A check takes the match and returns the value's span, or None to reject it; a check for a run
 # that may hold several values (phone numbers side by side) returns a list of spans.
@@ -467,3 +468,32 @@ def builtin_detectors(phone_region: str = "US") -> list[RegexDetector]:
         IPV6,
         make_phone(phone_region),
     ]
+
+
+# -- tokens the model invents ---------------------------------------------------------------
+
+
+def _token_check(m: regex.Match[str]) -> tuple[int, int] | None:
+    return m.span()
+
+
+def token_detector(kinds: Iterable[str]) -> RegexDetector:
+    """Token spellings (`<EMAIL_7>`, `&lt;email\\_7&gt;`, a bare `EMAIL_7` of a known kind).
+
+    The output guard redacts those that are not in the conversation's vault: a token the model
+    made up must not reach the user as if it meant something, and token text never goes out.
+    """
+    sep = r"(?:_|\\_)"
+    ident = rf"[A-Za-z][A-Za-z0-9]*(?:{sep}[A-Za-z0-9]+)*?{sep}[1-9][0-9]*"
+    labels = sorted({kind_label(k) for k in kinds}, key=len, reverse=True)
+    bare = "|".join(label.replace("_", sep) for label in labels) or "(?!)"
+    return RegexDetector(
+        "token",
+        regex.compile(
+            rf"(?:<|&[lL][tT];){ident}(?:>|&[gG][tT];)"
+            rf"|(?<![\w])(?i:{bare}){sep}[1-9][0-9]*(?![\w])"
+        ),
+        _token_check,
+        alphabet=r"[<>&;A-Za-z0-9_\\]",
+        starts=r"[<&]|(?<![\w])[A-Za-z]",
+    )

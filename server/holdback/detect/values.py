@@ -8,15 +8,21 @@ E.164, IBANs without spaces, IP addresses in their compressed form, dictionary t
 from __future__ import annotations
 
 import ipaddress
+import re
 
 from holdback.detect.dictionary import normalize_term
 from holdback.detect.normalize import normalize
 from holdback.detect.validators import digits_of, phone_normalized
 
+_TOKEN_ID = re.compile(r"[A-Za-z][A-Za-z0-9_]*_[1-9][0-9]*")
+
 
 def normalize_value(kind: str, value: str, *, phone_region: str = "US") -> str:
     if kind == "literal":
         return value
+    if kind == "token":
+        ident = _TOKEN_ID.search(value.replace("\\_", "_"))
+        return ident.group().upper() if ident else value
     text = normalize(value).text
     if kind == "email":
         return text.strip().lower()

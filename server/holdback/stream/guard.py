@@ -2,8 +2,9 @@
 
 It runs on the model's *tokenized* text, before the restorer, so values restored from the vault
 are never flagged. A detector finding that is not a value of the conversation's vault becomes
-`[redacted <kind>]`; a forbidden term becomes `[redacted]`. In `block` mode the first such
-finding stops the reply instead, and no part of it is emitted.
+`[redacted <kind>]`; a forbidden term becomes `[redacted]`; a token spelling that is not one of
+the vault's (a token the model made up) becomes `[redacted token]`. In `block` mode the first
+such finding stops the reply instead, and no part of it is emitted.
 
 Hold-back is minimal, as in the restorer: text is held only while some detector still has an open
 candidate at it (a partial match reaching the end of the buffer, or a complete finding touching
@@ -29,12 +30,15 @@ from collections.abc import Iterable, Mapping
 from typing import Literal
 
 from holdback.detect import DetectorSet, Finding, TermMatcher, default_detectors
+from holdback.detect.patterns import token_detector
 from holdback.detect.values import normalize_value
 from holdback.errors import ConfigurationError, FilterFailedError, HoldbackError, StreamClosedError
 from holdback.tokens import parse_id, token_id
+from holdback.vault import Vault
 
 GuardMode = Literal["redact", "block"]
 FORBIDDEN = "forbidden"
+TOKEN = "token"  # a token spelling; redacted unless it is one of the vault's
 DEFAULT_WINDOW = 256
 _CONTEXT = 80  # characters of already-released text kept for look-behinds
 
@@ -96,14 +100,19 @@ class Guard:
         if forbidden is not None and not isinstance(forbidden, TermMatcher):
             forbidden = forbidden_matcher(forbidden)
         parts = list(detectors.detectors)
+        parts.append(token_detector([*detectors.kinds, "literal"]))
         if forbidden is not None and len(forbidden):
             parts.append(forbidden)
         self._detectors = DetectorSet(parts)
         allowed_values = set(allowed)
-        if vault is not None:
+        if isinstance(vault, Vault):
+            allowed_values.update((e.kind, e.normalized) for e in vault.entries())
+        elif vault is not None:
             for token, value in vault.items():
                 kind = parse_id(token_id(token))[0].lower()
                 allowed_values.add((kind, normalize_value(kind, value, phone_region=phone_region)))
+        for token in vault or ():
+            allowed_values.add((TOKEN, token_id(token)))
         self._allowed = frozenset(allowed_values)
         self.mode = mode
         self.window = window

@@ -54,12 +54,15 @@ def test_script_payloads_split_across_deltas_are_shown_never_run(
     assert done["status"] == "complete"
     message_id = str(done["message_id"])
 
-    # The payloads really crossed the wire, each cut over several deltas.
+    # The payloads really crossed the wire, cut over several deltas. (The server may coalesce
+    # deltas for a client that falls behind, so a given payload can also arrive whole: the
+    # claim is that the page is safe either way, and that split payloads were exercised.)
     text = reply_text(tap, message_id)
     deltas = [f["text"] for f in tap.of_type("assistant_delta")]
     for payload in XSS_PAYLOADS:
         assert payload in text
-        assert not any(payload in d for d in deltas), "a payload came in one piece"
+    split = [p for p in XSS_PAYLOADS if not any(p in d for d in deltas)]
+    assert split, f"no payload arrived split across deltas: {deltas}"
 
     # They are displayed as the characters the model wrote, and nothing ran.
     shown = message_text(page, message_id)

@@ -61,7 +61,7 @@ class NaiveReplacer:
 
 
 def holdback_filter() -> ReplyFilter:
-    guard = Guard(default_detectors(), forbidden=forbidden_matcher(FORBIDDEN))
+    guard = Guard(default_detectors(), forbidden=forbidden_matcher(FORBIDDEN), vault=VAULT)
     return ReplyFilter(guard, Restorer(VAULT))
 
 

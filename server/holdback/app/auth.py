@@ -17,7 +17,7 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from starlette.requests import HTTPConnection
 
-from holdback.app.settings import Settings
+from holdback.app.settings import Settings, is_loopback
 from holdback.store.records import User
 from holdback.store.repository import Store
 
@@ -59,15 +59,43 @@ class Authenticator:
         return None
 
     def origin_allowed(self, conn: HTTPConnection) -> bool:
-        """Same origin, or on the allow-list. Clients that send no Origin are not browsers."""
+        """Same origin (scheme, host and port), or on the allow-list.
+
+        Clients that send no Origin are not browsers, and cannot carry a victim's cookies.
+        """
         origin = conn.headers.get("origin")
         if origin is None:
             return True
-        if origin in self.settings.allowed_origins:
+        if origin.rstrip("/") in self.settings.allowed_origins:
             return True
         parts = urlsplit(origin)
         host = conn.headers.get("host", "")
-        return bool(parts.netloc) and parts.netloc.lower() == host.lower()
+        if not parts.netloc or parts.netloc.lower() != host.lower():
+            return False
+        return parts.scheme == _http_scheme(conn)
+
+    def host_allowed(self, conn: HTTPConnection) -> bool:
+        """Without logins, only requests addressed to this machine by name are served.
+
+        That stops DNS rebinding: a foreign site whose name resolves to 127.0.0.1 is still
+        asked for under its own name, and refused.
+        """
+        if self.settings.auth != "none":
+            return True
+        host = conn.headers.get("host", "")
+        name = urlsplit(f"//{host}").hostname or ""
+        if name in ("localhost", self.settings.host.strip("[]").lower()) or is_loopback(name):
+            return True
+        if name in self.settings.allowed_hosts:
+            return True
+        return any(urlsplit(o).hostname == name for o in self.settings.allowed_origins)
+
+
+def _http_scheme(conn: HTTPConnection) -> str:
+    forwarded = conn.headers.get("x-forwarded-proto")
+    if forwarded in ("http", "https"):
+        return forwarded
+    return {"ws": "http", "wss": "https"}.get(conn.url.scheme, conn.url.scheme)
 
 
 def cookie_settings(conn: HTTPConnection) -> Mapping[str, object]:

@@ -42,6 +42,8 @@ async def _body(request: Request) -> dict[str, Any] | None:
 
 async def _user(request: Request) -> User | Response:
     runtime = _runtime(request)
+    if not runtime.auth.host_allowed(request):
+        return problem(403, "forbidden_host", "this server answers only to its own address")
     if request.method not in ("GET", "HEAD") and not runtime.auth.origin_allowed(request):
         return problem(403, "forbidden_origin", "cross-site requests are refused")
     user = await runtime.auth.user(request)
@@ -56,6 +58,8 @@ async def healthz(request: Request) -> Response:
 
 async def session(request: Request) -> Response:
     runtime = _runtime(request)
+    if not runtime.auth.host_allowed(request):
+        return problem(403, "forbidden_host", "this server answers only to its own address")
     user = await runtime.auth.user(request)
     return JSONResponse(
         {

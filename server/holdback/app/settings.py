@@ -33,6 +33,7 @@ class Settings:
     guard_window: int = DEFAULT_WINDOW
     phone_region: str = "US"
     allowed_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()
     max_frame_bytes: int = 64 * 1024
     rate_limit_per_minute: int = 30
     send_queue_bytes: int = 1024 * 1024
@@ -56,8 +57,13 @@ def is_loopback(host: str) -> bool:
 
 
 def _split(value: str) -> tuple[str, ...]:
-    parts = value.replace(os.pathsep, ",").split(",")
-    return tuple(p.strip() for p in parts if p.strip())
+    """A list of values separated by commas."""
+    return tuple(p.strip() for p in value.split(",") if p.strip())
+
+
+def _split_paths(value: str) -> tuple[str, ...]:
+    """A list of files separated by commas or by the system's path separator."""
+    return _split(value.replace(os.pathsep, ","))
 
 
 def _int(value: str, name: str, low: int, high: int) -> int:
@@ -122,12 +128,12 @@ def resolve(
     sensitive = (
         tuple(sensitive_terms)
         if sensitive_terms
-        else _split(env.get("HOLDBACK_SENSITIVE_TERMS", ""))
+        else _split_paths(env.get("HOLDBACK_SENSITIVE_TERMS", ""))
     )
     forbidden = (
         tuple(forbidden_terms)
         if forbidden_terms
-        else _split(env.get("HOLDBACK_FORBIDDEN_TERMS", ""))
+        else _split_paths(env.get("HOLDBACK_FORBIDDEN_TERMS", ""))
     )
     data = pick(data_dir, "HOLDBACK_DATA_DIR")
     return Settings(
@@ -147,7 +153,10 @@ def resolve(
             65536,
         ),
         phone_region=env.get("HOLDBACK_PHONE_REGION", "US").strip().upper() or "US",
-        allowed_origins=_split(env.get("HOLDBACK_ALLOWED_ORIGINS", "")),
+        allowed_origins=tuple(
+            o.rstrip("/") for o in _split(env.get("HOLDBACK_ALLOWED_ORIGINS", ""))
+        ),
+        allowed_hosts=tuple(h.lower() for h in _split(env.get("HOLDBACK_ALLOWED_HOSTS", ""))),
         max_frame_bytes=_int(
             env.get("HOLDBACK_MAX_FRAME_BYTES", str(64 * 1024)),
             "HOLDBACK_MAX_FRAME_BYTES",

@@ -30,7 +30,7 @@ def error_frame(code: str, message: str, **extra: Any) -> Frame:
 
 async def chat_socket(websocket: WebSocket) -> None:
     runtime: Runtime = websocket.app.state.runtime
-    if not runtime.auth.origin_allowed(websocket):
+    if not (runtime.auth.origin_allowed(websocket) and runtime.auth.host_allowed(websocket)):
         await websocket.close(code=1008)  # before accept: the handshake gets HTTP 403
         return
     user = await runtime.auth.user(websocket)
@@ -116,11 +116,11 @@ async def _handle(runtime: Runtime, user_id: str, text: str, sender: Sender) -> 
                 )
             )
             return None
-        if not isinstance(body, str) or not body.strip():
+        if not isinstance(body, str) or not body.strip() or "\x00" in body:
             sender.send(
                 error_frame(
                     "bad_frame",
-                    "'text' must be a non-empty string",
+                    "'text' must be a non-empty string without NUL characters",
                     conversation_id=conversation_id,
                 )
             )

@@ -1,0 +1,82 @@
+"""The leak demonstration: the same scripted reply through a naive replacer and through the
+real filter chain. The naive side must show the leak it exists to show (split tokens reach the
+wire, made-up values go out unscreened); the holdback side must show none of it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from holdback.app.demo import FORBIDDEN, REPLY, VAULT, script_chunks
+from holdback.providers.demo import DemoProvider
+from tests.app.support import TestClient, content_of, make_settings, recv, running_app, send
+
+MADE_UP = "bob.smith@evil.example"
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[TestClient]:
+    with running_app(make_settings(tmp_path), DemoProvider(chunk_delay=0)) as c:
+        yield c
+
+
+def replay(client: TestClient, path: str) -> list[dict[str, object]]:
+    with client.websocket_connect(path) as ws:
+        send(ws, {"type": "start"})
+        frames = [recv(ws)]
+        while frames[-1]["type"] != "assistant_done":
+            frames.append(recv(ws))
+        send(ws, {"type": "nonsense"})
+        assert recv(ws)["code"] == "unknown_type"
+    return frames
+
+
+def test_script_splits_tokens() -> None:
+    chunks = script_chunks()
+    assert "".join(chunks) == REPLY
+    boundaries = set(itertools.accumulate(len(c) for c in chunks))
+    split = [
+        m.group(0)
+        for m in re.finditer(r"<[A-Z_]+_\d+>", REPLY)
+        if any(m.start() < b < m.end() for b in boundaries)
+    ]
+    assert split, "the script must split at least one token across chunks"
+
+
+def test_naive_pipeline_leaks_and_holdback_does_not(client: TestClient) -> None:
+    naive = content_of(replay(client, "/demo/ws/naive"))
+    safe = content_of(replay(client, "/demo/ws/holdback"))
+    assert re.search(r"<[A-Z]", naive)  # fragments of split tokens reach the wire
+    assert MADE_UP in naive
+    assert FORBIDDEN[0] in naive
+    for token, value in VAULT.items():
+        assert value in safe
+        assert token.strip("<>") not in safe
+    assert "<" not in safe
+    assert MADE_UP not in safe
+    assert FORBIDDEN[0] not in safe
+    assert "[redacted email]" in safe
+    assert "[redacted]" in safe
+
+
+def test_demo_script_and_page(client: TestClient) -> None:
+    assert client.get("/demo/script").json() == {
+        "tokens": list(VAULT),
+        "values": list(VAULT.values()),
+    }
+    assert client.get("/demo").status_code == 200
+
+
+def test_demo_socket_refuses_foreign_origins(client: TestClient) -> None:
+    from starlette.websockets import WebSocketDisconnect
+
+    with (
+        pytest.raises(WebSocketDisconnect),
+        client.websocket_connect("/demo/ws/holdback", headers={"Origin": "http://evil.example"}),
+    ):
+        pass

@@ -1,0 +1,389 @@
+"""The chat pipeline, driven directly: `ChatService` over a real SQLite store.
+
+The providers here are real `Provider` implementations that script their events from the
+request they are given (what a model would do), so the order of the pipeline's steps, every
+channel's filter, the guard's modes, faults, cancellation and shutdown can be observed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import re
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from holdback.app.pipeline import (
+    ChatError,
+    ChatService,
+    RateLimiter,
+    Reply,
+    make_title,
+    token_kind,
+)
+from holdback.detect import DetectorSet
+from holdback.providers.base import ChatRequest
+from holdback.providers.events import (
+    End,
+    Event,
+    StreamError,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+from holdback.store import Store, VaultKey
+from holdback.stream import forbidden_matcher
+from tests.app.support import (
+    CARD,
+    EMAIL,
+    FORBIDDEN,
+    INJECTED,
+    INJECTED_EMAIL,
+    USER_CANARIES,
+    leaks,
+    split_random,
+)
+
+pytestmark = pytest.mark.anyio
+
+QUOTED_CLIENT = 'O"Hare \\ Sons'  # a term whose value needs JSON escaping
+Script = Callable[[ChatRequest], list[Event]]
+
+
+class ScriptedProvider:
+    """A provider whose reply is computed from the request; `gate` can hold it mid-stream."""
+
+    def __init__(self, script: Script, delay: float = 0.0) -> None:
+        self.script = script
+        self.delay = delay
+        self.requests: list[ChatRequest] = []
+        self.on_call: Callable[[ChatRequest], Any] | None = None
+
+    @property
+    def name(self) -> str:
+        return "scripted"
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
+        self.requests.append(request)
+        if self.on_call is not None:
+            await self.on_call(request)
+        for event in self.script(request):
+            if self.delay:
+                await asyncio.sleep(self.delay)
+            yield event
+
+
+def last_user(request: ChatRequest) -> str:
+    return [m.content for m in request.turns() if m.role == "user"][-1]
+
+
+def echo(extra: str = "") -> Script:
+    def script(request: ChatRequest) -> list[Event]:
+        pieces = split_random(last_user(request) + extra, random.Random(3))
+        return [*(TextDelta("content", p) for p in pieces), End("stop", None)]
+
+    return script
+
+
+class Collector:
+    def __init__(self) -> None:
+        self.frames: list[dict[str, Any]] = []
+
+    def __call__(self, frame: dict[str, Any]) -> None:
+        self.frames.append(dict(frame))
+
+    def text(self, channel: str = "content") -> str:
+        return "".join(
+            f["text"]
+            for f in self.frames
+            if f["type"] == "assistant_delta" and f["channel"] == channel
+        )
+
+    def last(self) -> dict[str, Any]:
+        return self.frames[-1]
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    opened = await Store.open(
+        f"sqlite+aiosqlite:///{tmp_path / 'chat.db'}", vault_key=VaultKey.generate(source="test")
+    )
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+def service(store: Store, provider: ScriptedProvider, **kwargs: Any) -> ChatService:
+    detectors = DetectorSet.from_config({"clients": [QUOTED_CLIENT]})
+    return ChatService(
+        store, provider, detectors, forbidden=forbidden_matcher([FORBIDDEN]), **kwargs
+    )
+
+
+async def run_reply(svc: ChatService, user_id: str, text: str, cid: str | None = None) -> Collector:
+    sink = Collector()
+    reply = await svc.submit(user_id, cid, text, sink)
+    assert reply.task is not None
+    await asyncio.wait_for(reply.task, timeout=10)
+    return sink
+
+
+async def test_values_are_vaulted_and_stored_before_the_model_is_called(store: Store) -> None:
+    user = await store.create_user("alice", None)
+    seen: dict[str, Any] = {}
+    provider = ScriptedProvider(echo())
+
+    async def probe(request: ChatRequest) -> None:
+        conversations = await store.list_conversations(user.id)
+        cid = conversations[0].id
+        seen["vault"] = await store.load_vault(cid)
+        seen["messages"] = [(m.role, m.text, m.status) for m in await store.list_messages(cid)]
+
+    provider.on_call = probe
+    text = f"Mail {EMAIL} the card {CARD}."
+    sink = await run_reply(service(store, provider), user.id, text)
+    assert seen["vault"] == {"<EMAIL_1>": EMAIL, "<CREDIT_CARD_1>": CARD}
+    assert seen["messages"] == [
+        ("user", "Mail <EMAIL_1> the card <CREDIT_CARD_1>.", "complete"),
+        ("assistant", "", "incomplete"),
+    ]
+    assert [m.content for m in provider.requests[0].turns()] == [
+        "Mail <EMAIL_1> the card <CREDIT_CARD_1>."
+    ]
+    assert sink.text() == text
+    assert [f["type"] for f in sink.frames[:2]] == ["message_accepted", "assistant_start"]
+    assert sink.last()["status"] == "complete"
+
+
+async def test_every_channel_and_tool_call_is_filtered_on_its_own(store: Store) -> None:
+    user = await store.create_user("alice", None)
+
+    def script(request: ChatRequest) -> list[Event]:
+        tokens = re.findall(r"<[A-Z_]+_\d+>", last_user(request))
+        email, client = tokens
+        arguments = json.dumps({"to": email, "about": client, "cc": INJECTED_EMAIL})
+        events: list[Event] = [TextDelta("reasoning", f"They want {email[:4]}")]
+        events.append(TextDelta("content", f"Writing to {email[:3]}"))
+        events.append(TextDelta("reasoning", f"{email[4:]} and {FORBIDDEN}."))
+        events.append(TextDelta("content", f"{email[3:]} now."))
+        events.append(ToolCallStart("call_1", "send_email", 0))
+        events.append(ToolCallStart("call_2", "lookup", 1))
+        for i in range(0, len(arguments), 4):
+            events.append(ToolCallDelta("call_1", arguments[i : i + 4]))
+            events.append(ToolCallDelta("call_2", '{"q": "' if i == 0 else ""))
+        events.append(ToolCallDelta("call_2", client + '"}'))
+        events += [ToolCallEnd("call_1"), ToolCallEnd("call_2"), End("tool_calls", None)]
+        return events
+
+    provider = ScriptedProvider(script)
+    sink = await run_reply(
+        service(store, provider), user.id, f"Write to {EMAIL} for {QUOTED_CLIENT} please"
+    )
+    assert sink.text("reasoning") == f"They want {EMAIL} and [redacted]."
+    assert sink.text() == f"Writing to {EMAIL} now."
+    calls: dict[str, str] = {}
+    for f in sink.frames:
+        if f["type"] == "assistant_delta" and f["channel"] == "tool_call":
+            calls[f["call_id"]] = calls.get(f["call_id"], "") + f["text"]
+    # Values inside JSON arguments are JSON-escaped, so the arguments stay valid JSON.
+    assert json.loads(calls["call_1"]) == {
+        "to": EMAIL,
+        "about": QUOTED_CLIENT,
+        "cc": "[redacted email]",
+    }
+    assert json.loads(calls["call_2"]) == {"q": QUOTED_CLIENT}
+    assert sink.last()["finish_reason"] == "tool_calls"
+    wire = json.dumps(sink.frames)
+    assert "<EMAIL_1>" not in wire.replace('"token": "<EMAIL_1>"', "")
+    assert leaks(wire, INJECTED) == []
+    cid = sink.frames[0]["conversation_id"]
+    stored = (await store.list_messages(cid))[1]
+    assert stored.text == "Writing to <EMAIL_1> now."
+    assert stored.parts["reasoning"] == "They want <EMAIL_1> and [redacted]."
+    stored_calls = json.loads(stored.parts["tool_calls"])
+    assert json.loads(stored_calls[0]["arguments"])["to"] == "<EMAIL_1>"
+    assert json.loads(stored_calls[1]["arguments"]) == {"q": "<CLIENTS_1>"}
+    audit = await store.list_audit(cid)
+    assert [(a.action, a.counts) for a in audit] == [
+        ("masked", {"EMAIL": 1, "CLIENTS": 1}),
+        ("redacted", {"FORBIDDEN": 1, "EMAIL": 1}),
+    ]
+
+
+async def test_block_mode_stops_the_reply(store: Store) -> None:
+    user = await store.create_user("alice", None)
+    extra = f" Also {INJECTED_EMAIL} and more text after it."
+    provider = ScriptedProvider(echo(extra))
+    svc = service(store, provider, guard_mode="block")
+    sink = await run_reply(svc, user.id, f"Hello {EMAIL}")
+    errors = [f for f in sink.frames if f["type"] == "error"]
+    assert [e["code"] for e in errors] == ["blocked"]
+    assert "email" in errors[0]["message"]
+    assert sink.last()["status"] == "blocked"
+    # What the guard released before the offending value is kept, nothing from it on.
+    assert sink.text().startswith(f"Hello {EMAIL}")
+    assert f"Hello {EMAIL} Also ".startswith(sink.text())
+    assert leaks(json.dumps(sink.frames), INJECTED) == []
+    cid = sink.frames[0]["conversation_id"]
+    stored = (await store.list_messages(cid))[1]
+    assert stored.status == "blocked"
+    assert INJECTED_EMAIL not in stored.text
+    assert "blocked" in [a.action for a in await store.list_audit(cid)]
+
+
+async def test_an_upstream_error_keeps_what_was_sent(store: Store) -> None:
+    user = await store.create_user("alice", None)
+
+    def script(request: ChatRequest) -> list[Event]:
+        return [
+            TextDelta("content", "Partial answer for <EMA"),
+            TextDelta("content", "IL_1>"),
+            StreamError("upstream_timeout", "openai: no data for 60 s", True),
+        ]
+
+    sink = await run_reply(service(store, ScriptedProvider(script)), user.id, f"Hi {EMAIL}")
+    assert sink.text() == f"Partial answer for {EMAIL}"
+    error = next(f for f in sink.frames if f["type"] == "error")
+    assert error["code"] == "upstream_timeout"
+    assert sink.last()["status"] == "incomplete"
+    stored = (await store.list_messages(sink.frames[0]["conversation_id"]))[1]
+    assert stored.text == "Partial answer for <EMAIL_1>"
+    assert stored.status == "incomplete"
+
+
+async def test_a_provider_that_crashes_is_an_internal_error_without_values(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    user = await store.create_user("alice", None)
+
+    def script(request: ChatRequest) -> list[Event]:
+        raise RuntimeError("adapter bug while handling " + last_user(request))
+
+    sink = await run_reply(service(store, ScriptedProvider(script)), user.id, f"Hi {EMAIL}")
+    assert [f["code"] for f in sink.frames if f["type"] == "error"] == ["internal"]
+    assert sink.last()["status"] == "incomplete"
+    assert "reply" in caplog.text  # the failure was logged ...
+    assert leaks(caplog.text, USER_CANARIES) == []  # ... with tokens only
+
+
+async def test_one_reply_per_conversation_and_cancel(store: Store) -> None:
+    user = await store.create_user("alice", None)
+    provider = ScriptedProvider(echo(), delay=0.01)
+    svc = service(store, provider)
+    sink = Collector()
+    reply = await svc.submit(user.id, None, "a fairly long message " * 5, sink)
+    with pytest.raises(ChatError) as busy:
+        await svc.submit(user.id, reply.conversation_id, "second", Collector())
+    assert busy.value.code == "busy"
+    await asyncio.sleep(0.1)
+    assert await svc.cancel(user.id, reply.conversation_id) is True
+    assert sink.last()["status"] == "incomplete"
+    assert sink.last()["finish_reason"] == "cancelled"
+    assert reply.conversation_id not in svc.replies
+    assert await svc.cancel(user.id, reply.conversation_id) is False
+    messages = await store.list_messages(reply.conversation_id)
+    assert [m.role for m in messages] == ["user", "assistant"]
+    assert messages[1].text == sink.text()
+    other = await store.create_user("mallory", None)
+    with pytest.raises(ChatError) as missing:
+        await svc.cancel(other.id, reply.conversation_id)
+    assert missing.value.code == "not_found"
+
+
+async def test_shutdown_finishes_or_stores_incomplete(store: Store) -> None:
+    user = await store.create_user("alice", None)
+    quick = service(store, ScriptedProvider(echo(), delay=0.001))
+    sink = Collector()
+    reply = await quick.submit(user.id, None, "short", sink)
+    await quick.shutdown(5.0)
+    assert reply.task is not None
+    assert reply.task.done()
+    assert sink.last()["status"] == "complete"
+
+    slow = service(store, ScriptedProvider(echo(), delay=0.05))
+    sink = Collector()
+    reply = await slow.submit(user.id, None, "long " * 100, sink)
+    await asyncio.sleep(0.2)
+    await slow.shutdown(0.1)
+    assert sink.last()["status"] == "incomplete"
+    stored = (await store.list_messages(reply.conversation_id))[1]
+    assert stored.status == "incomplete"
+    assert stored.finish_reason == "cancelled"
+    assert stored.text
+    assert ("long " * 100).startswith(stored.text)
+    await slow.shutdown(0.1)  # nothing left: returns at once
+
+
+async def test_a_failing_connection_does_not_stop_the_reply(store: Store) -> None:
+    user = await store.create_user("alice", None)
+    svc = service(store, ScriptedProvider(echo(), delay=0.001))
+    good = Collector()
+    reply = await svc.submit(user.id, None, "hello there", good)
+
+    def broken(frame: dict[str, Any]) -> None:
+        raise ConnectionResetError("gone")
+
+    reply.sinks.append(broken)
+    assert reply.task is not None
+    await asyncio.wait_for(reply.task, timeout=10)
+    assert broken not in reply.sinks
+    assert good.text() == "hello there"
+    assert good.last()["status"] == "complete"
+
+
+async def test_rate_limit_refuses_before_storing(store: Store) -> None:
+    user = await store.create_user("alice", None)
+    svc = service(store, ScriptedProvider(echo()), rate_limit_per_minute=2)
+    await run_reply(svc, user.id, "one")
+    await run_reply(svc, user.id, "two")
+    with pytest.raises(ChatError) as limited:
+        await svc.submit(user.id, None, "three", Collector())
+    assert limited.value.code == "rate_limited"
+    assert len(await store.list_conversations(user.id)) == 2
+
+
+def test_rate_limiter_refills() -> None:
+    limiter = RateLimiter(60_000)  # 1000 a second
+    while limiter.allow("u"):
+        pass
+    assert limiter.allow("v")  # buckets are per key
+    time.sleep(0.01)
+    assert limiter.allow("u")
+    slow = RateLimiter(1)
+    assert slow.allow("u")
+    assert not slow.allow("u")
+
+
+def test_make_title() -> None:
+    assert make_title("  Hello\n  world ") == "Hello world"
+    assert make_title("") == "New chat"
+    long = "word " * 11 + "<EMAIL_12> trailing"
+    title = make_title(long)
+    assert title.endswith("…")
+    assert "<EMAIL_1" not in title
+    assert len(title) <= 61
+    assert make_title("x" * 100) == "x" * 60 + "…"
+
+
+def test_token_kind() -> None:
+    assert token_kind("<CREDIT_CARD_12>") == "credit_card"
+    assert token_kind("<EMAIL_1>") == "email"
+
+
+def test_reply_detach_is_idempotent() -> None:
+    reply = Reply("c1")
+    sink = Collector()
+    reply.sinks.append(sink)
+    reply.detach(sink)
+    reply.detach(sink)
+    reply.emit({"type": "assistant_delta", "text": "x"})
+    assert sink.frames == []

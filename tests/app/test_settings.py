@@ -1,0 +1,195 @@
+"""Settings: every flag of `holdback serve` is also a `HOLDBACK_*` variable; a flag beats its
+variable, a variable beats the default, and an unusable value is refused at start-up with a
+message that names the flag or the variable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from pathlib import Path
+
+import pytest
+
+from holdback.app.commands import settings_from
+from holdback.app.settings import Settings, is_loopback, resolve
+from holdback.cli import build_parser
+from holdback.errors import ConfigurationError
+from tests.app.support import run_cli
+
+# One usable, non-default value per flag: (flag value(s), environment value, attribute, expected).
+SAMPLES: dict[str, tuple[list[str], str, str, object]] = {
+    "host": (["127.0.0.2"], "127.0.0.2", "host", "127.0.0.2"),
+    "port": (["8123"], "8123", "port", 8123),
+    "model": (["openai:gpt-test"], "openai:gpt-test", "model", "openai:gpt-test"),
+    "database_url": (
+        ["sqlite+aiosqlite:////tmp/hb-settings.db"],
+        "sqlite+aiosqlite:////tmp/hb-settings.db",
+        "database_url",
+        "sqlite+aiosqlite:////tmp/hb-settings.db",
+    ),
+    "data_dir": (["/tmp/hb-settings"], "/tmp/hb-settings", "data_dir", Path("/tmp/hb-settings")),
+    "auth": (["password"], "password", "auth", "password"),
+    "sensitive_terms": (
+        ["/t/clients.txt", "/t/projects.txt"],
+        "/t/clients.txt,/t/projects.txt",
+        "sensitive_terms",
+        (Path("/t/clients.txt"), Path("/t/projects.txt")),
+    ),
+    "forbidden_terms": (
+        ["/t/hosts.txt"],
+        "/t/hosts.txt",
+        "forbidden_terms",
+        (Path("/t/hosts.txt"),),
+    ),
+    "guard_mode": (["block"], "block", "guard_mode", "block"),
+}
+
+
+def serve_parser() -> argparse.ArgumentParser:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    serve: argparse.ArgumentParser = sub.choices["serve"]
+    return serve
+
+
+def serve_flags() -> list[argparse.Action]:
+    return [a for a in serve_parser()._actions if a.option_strings and a.dest != "help"]
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in list(os.environ):
+        if name.startswith("HOLDBACK_"):
+            monkeypatch.delenv(name)
+    return monkeypatch
+
+
+def parse(argv: list[str]) -> Settings:
+    return settings_from(build_parser().parse_args(["serve", *argv]))
+
+
+def test_every_serve_flag_has_a_sample() -> None:
+    assert sorted(a.dest for a in serve_flags()) == sorted(SAMPLES)
+
+
+@pytest.mark.parametrize("dest", sorted(SAMPLES))
+def test_every_flag_is_also_an_environment_variable(
+    clean_env: pytest.MonkeyPatch, dest: str
+) -> None:
+    action = next(a for a in serve_flags() if a.dest == dest)
+    flag_values, env_value, attribute, expected = SAMPLES[dest]
+    variable = "HOLDBACK_" + dest.upper()
+    assert variable in (action.help or ""), (
+        f"--help for {action.option_strings[0]} names its variable"
+    )
+    extra = ["--host", "127.0.0.1"] if dest == "auth" else []
+    by_flag = parse([action.option_strings[0], *flag_values, *extra])
+    assert getattr(by_flag, attribute) == expected
+    clean_env.setenv(variable, env_value)
+    by_env = parse(extra)
+    assert getattr(by_env, attribute) == expected
+    # The whole settings agree, not just the one field.
+    assert by_env == dataclasses.replace(by_flag, env=by_env.env)
+
+
+def test_flag_beats_variable_beats_default() -> None:
+    env = {
+        "HOLDBACK_PORT": "9001",
+        "HOLDBACK_MODEL": "openai:from-env",
+        "HOLDBACK_GUARD_MODE": "block",
+    }
+    assert resolve(env={}).port == 8000
+    assert resolve(env=env).port == 9001
+    assert resolve(port=9002, env=env).port == 9002
+    assert resolve(model="demo", env=env).model == "demo"
+    assert resolve(guard_mode="redact", env=env).guard_mode == "redact"
+    assert resolve(
+        env={"HOLDBACK_SENSITIVE_TERMS": "/a.txt"}, sensitive_terms=["/b.txt"]
+    ).sensitive_terms == (Path("/b.txt"),)
+    assert resolve(env={"HOLDBACK_PORT": "  "}).port == 8000  # blank counts as unset
+
+
+def test_defaults() -> None:
+    settings = resolve(env={})
+    assert settings.host == "127.0.0.1"
+    assert settings.port == 8000
+    assert settings.model == "demo"
+    assert settings.auth == "none"
+    assert settings.guard_mode == "redact"
+    assert settings.max_frame_bytes == 64 * 1024
+    assert settings.rate_limit_per_minute == 30
+    assert settings.allowed_origins == ()
+    assert settings.database_url is None
+    assert settings.data_dir is None
+
+
+def test_environment_only_settings() -> None:
+    settings = resolve(
+        env={
+            "HOLDBACK_GUARD_WINDOW": "512",
+            "HOLDBACK_PHONE_REGION": "de",
+            "HOLDBACK_MAX_FRAME_BYTES": "4096",
+            "HOLDBACK_RATE_LIMIT": "5",
+            "HOLDBACK_SEND_QUEUE_BYTES": "8192",
+            "HOLDBACK_DEMO_CHUNK_DELAY": "0",
+            "HOLDBACK_SHUTDOWN_GRACE": "0.5",
+        }
+    )
+    assert settings.guard_window == 512
+    assert settings.phone_region == "DE"
+    assert settings.max_frame_bytes == 4096
+    assert settings.rate_limit_per_minute == 5
+    assert settings.send_queue_bytes == 8192
+    assert settings.demo_chunk_delay == 0
+    assert settings.shutdown_grace == 0.5
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"HOLDBACK_PORT": "eighty"}, "HOLDBACK_PORT"),
+        ({"HOLDBACK_PORT": "70000"}, "HOLDBACK_PORT"),
+        ({"HOLDBACK_AUTH": "maybe"}, "HOLDBACK_AUTH"),
+        ({"HOLDBACK_GUARD_MODE": "shout"}, "HOLDBACK_GUARD_MODE"),
+        ({"HOLDBACK_GUARD_WINDOW": "2"}, "HOLDBACK_GUARD_WINDOW"),
+        ({"HOLDBACK_MAX_FRAME_BYTES": "10"}, "HOLDBACK_MAX_FRAME_BYTES"),
+        ({"HOLDBACK_RATE_LIMIT": "0"}, "HOLDBACK_RATE_LIMIT"),
+        ({"HOLDBACK_SEND_QUEUE_BYTES": "lots"}, "HOLDBACK_SEND_QUEUE_BYTES"),
+        ({"HOLDBACK_DEMO_CHUNK_DELAY": "-1"}, "HOLDBACK_DEMO_CHUNK_DELAY"),
+        ({"HOLDBACK_SHUTDOWN_GRACE": "soon"}, "HOLDBACK_SHUTDOWN_GRACE"),
+        ({"HOLDBACK_HOST": "0.0.0.0", "HOLDBACK_AUTH": "none"}, "--auth none"),
+    ],
+)
+def test_unusable_values_are_refused_by_name(env: dict[str, str], named: str) -> None:
+    with pytest.raises(ConfigurationError, match=named):
+        resolve(env=env)
+
+
+def test_serve_refuses_bad_settings_with_one_line(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("HOLDBACK_PORT", "eighty")
+    status, out, err = run_cli(["serve"])
+    assert status == 2
+    assert out == ""
+    assert err.startswith("holdback: --port / HOLDBACK_PORT must be a whole number")
+    assert "Traceback" not in err
+    clean_env.delenv("HOLDBACK_PORT")
+    status, _, err = run_cli(["serve", "--host", "0.0.0.0", "--auth", "none"])
+    assert status == 2
+    assert "refusing --auth none on 0.0.0.0" in err
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        ("10.0.0.1", False),
+        ("", False),
+    ],
+)
+def test_is_loopback(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback

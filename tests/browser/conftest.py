@@ -24,19 +24,19 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO_ROOT / "test-artifacts"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def artifacts() -> Path:
     ARTIFACTS.mkdir(exist_ok=True)
     return ARTIFACTS
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def canary_upstream() -> Iterator[CanaryUpstream]:
     with running_canary_upstream() as server:
         yield server
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def holdback_server(
     tmp_path_factory: pytest.TempPathFactory, canary_upstream: CanaryUpstream
 ) -> Iterator[ServerProcess]:
@@ -47,7 +47,7 @@ def holdback_server(
         server.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Browser]:
     with sync_playwright() as p:
         launched = p.chromium.launch(

@@ -244,3 +244,16 @@ def test_bad_guard_settings_are_refused_clearly() -> None:
         Guard(window=4)
     with pytest.raises(ValueError, match="mode"):
         Guard(mode="shout")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("tail", ["<EMAIL_", "<", "<em", "&lt;EMAIL\\_1", "&lt", "&l"])
+def test_a_token_cut_off_by_the_end_of_the_reply_is_redacted(tail: str) -> None:
+    vault = {"<EMAIL_1>": "sarah@acme.com"}
+    text = f"Write to {tail}"
+    assert one_shot(text, vault=vault) == "Write to [redacted token]"
+    assert stream(text, list(range(1, len(text))), vault=vault) == "Write to [redacted token]"
+
+
+def test_what_only_looks_like_a_token_start_mid_reply_is_left_alone() -> None:
+    text = "if a < b and b &gt; c then <b>bold</b> & done"
+    assert one_shot(text) == text

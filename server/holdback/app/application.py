@@ -15,6 +15,7 @@ import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.responses import JSONResponse
@@ -73,9 +74,15 @@ async def build_runtime(settings: Settings, provider: Provider | None = None) ->
                 forbidden_terms.extend(term_list.terms)
         detectors = DetectorSet.from_config(dictionaries, phone_region=settings.phone_region)
         forbidden = forbidden_matcher(forbidden_terms) if forbidden_terms else None
+        http: httpx.AsyncClient | None = None
         if provider is None:
+            if not settings.model.startswith("demo"):
+                # One connection pool for the process: a client per reply would build a TLS
+                # context and open a connection for every reply.
+                limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
+                http = httpx.AsyncClient(limits=limits)
             provider = make_provider(
-                settings.model, env=env, demo_chunk_delay=settings.demo_chunk_delay
+                settings.model, env=env, demo_chunk_delay=settings.demo_chunk_delay, client=http
             )
         service = ChatService(
             store,
@@ -91,6 +98,7 @@ async def build_runtime(settings: Settings, provider: Provider | None = None) ->
         await store.close()
         raise
     return Runtime(
+        http=http,
         settings=settings,
         store=store,
         service=service,
@@ -113,6 +121,8 @@ def create_app(settings: Settings, provider: Provider | None = None) -> Starlett
             yield
         finally:
             await runtime.service.shutdown(settings.shutdown_grace)
+            if runtime.http is not None:
+                await runtime.http.aclose()
             await runtime.store.close()
 
     routes = [

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
+
 from holdback.app.auth import Authenticator
 from holdback.app.pipeline import ChatService
 from holdback.app.settings import Settings
@@ -24,3 +26,4 @@ class Runtime:
     detectors: DetectorSet
     forbidden: TermMatcher | None
     web_dir: Path
+    http: httpx.AsyncClient | None = None  # the upstream connection pool

@@ -497,3 +497,18 @@ def token_detector(kinds: Iterable[str]) -> RegexDetector:
         alphabet=r"[<>&;A-Za-z0-9_\\]",
         starts=r"[<&]|(?<![\w])[A-Za-z]",
     )
+
+
+def token_fragment_detector() -> RegexDetector:
+    """The start of a token that the end of the reply cut off (`<EMAIL_`, `&lt;EMA`, `<`).
+
+    A reply that breaks off mid-token (a cut stream, a cancel) must not end in token text.
+    Whatever id it spells, a fragment is never one of the vault's tokens.
+    """
+    return RegexDetector(
+        "token_fragment",
+        regex.compile(r"(?:<|&[lL](?:[tT];?)?)[A-Za-z0-9_\\]*\Z"),
+        _token_check,
+        alphabet=r"[<&;A-Za-z0-9_\\]",
+        starts=r"[<&]",
+    )

@@ -13,6 +13,7 @@ The rules:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable
@@ -43,6 +44,10 @@ class Database:
         self._writers = async_sessionmaker(
             engine.execution_options(**{WRITE: True}), expire_on_commit=False
         )
+        # SQLite has one writer at a time. Writers of this process take turns here instead of
+        # spinning on the file lock, so a busy server does not run into the busy timeout;
+        # writers in other processes still meet the busy timeout.
+        self._one_writer = asyncio.Lock() if engine.dialect.name == "sqlite" else None
 
     @property
     def dialect(self) -> str:
@@ -70,8 +75,11 @@ class Database:
         pause = _FIRST_PAUSE
         for attempt in range(1, MAX_ATTEMPTS + 1):
             try:
-                async with self._writers() as session, session.begin():
-                    return await work(session)
+                async with contextlib.AsyncExitStack() as turn:
+                    if self._one_writer is not None:
+                        await turn.enter_async_context(self._one_writer)
+                    async with self._writers() as session, session.begin():
+                        return await work(session)
             except StoreError:
                 raise
             except DRIVER_ERRORS as exc:

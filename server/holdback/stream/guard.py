@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from typing import Literal
 
 from holdback.detect import DetectorSet, Finding, TermMatcher, default_detectors
-from holdback.detect.patterns import token_detector
+from holdback.detect.patterns import token_detector, token_fragment_detector
 from holdback.detect.values import normalize_value
 from holdback.errors import ConfigurationError, FilterFailedError, HoldbackError, StreamClosedError
 from holdback.tokens import parse_id, token_id
@@ -69,7 +69,9 @@ def forbidden_matcher(terms: Iterable[str]) -> TermMatcher:
 
 
 def redaction_label(kind: str) -> str:
-    return "[redacted]" if kind == FORBIDDEN else f"[redacted {kind}]"
+    if kind == FORBIDDEN:
+        return "[redacted]"
+    return f"[redacted {TOKEN if kind == 'token_fragment' else kind}]"
 
 
 class Guard:
@@ -101,6 +103,7 @@ class Guard:
             forbidden = forbidden_matcher(forbidden)
         parts = list(detectors.detectors)
         parts.append(token_detector([*detectors.kinds, "literal"]))
+        parts.append(token_fragment_detector())
         if forbidden is not None and len(forbidden):
             parts.append(forbidden)
         self._detectors = DetectorSet(parts)

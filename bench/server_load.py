@@ -17,6 +17,7 @@ import argparse
 import datetime
 import json
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -62,13 +63,36 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=BENCH / "results")
     p.add_argument("--tag", default="", help="suffix for the output file names")
     p.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
+    p.add_argument("--from-json", type=Path, default=None, help="re-render a saved load run")
     return p
 
 
 def _header(title: str, argv: list[str]) -> str:
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     command = " ".join(["bench/server_load.py", *argv])
-    return f"## {title}\n\n{now}; {driver.machine()}; command: `{command}`"
+    return f"## {title}\n\n{now}; {driver.machine()}; {_revision()}; command: `{command}`"
+
+
+def _revision() -> str:
+    """The checkout measured: commit, and whether the working tree had local changes."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(BENCH), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(BENCH), "status", "--porcelain", "--", "../server"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "commit unknown"
+    return f"commit {head}" + (" + local changes under server/" if dirty else "")
 
 
 def bench(args: argparse.Namespace, settings: driver.Settings) -> tuple[str, list[Any]]:
@@ -97,7 +121,7 @@ def bench(args: argparse.Namespace, settings: driver.Settings) -> tuple[str, lis
                     f"leaks {r['leaks']}  server cpu {r['server_cpu_pct']:.0f}%",
                     flush=True,
                 )
-                if r["added_p99_ms"] >= report.LIMIT_MS or r["undelivered"]:
+                if not report.sustains(r):
                     active.discard(kind)
             if not base and not active:
                 break
@@ -133,6 +157,14 @@ def profile(args: argparse.Namespace, settings: driver.Settings) -> tuple[str, A
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.from_json is not None:
+        saved = json.loads(args.from_json.read_text())
+        print(
+            report.bench_report(
+                saved, f"## Load and latency\n\n(re-rendered from {args.from_json})"
+            )
+        )
+        return 0
     work = Path(tempfile.mkdtemp(prefix="holdback-bench-"))
     settings = driver.Settings(
         window=args.window, chars=args.chars, rate=args.rate, deflate=args.deflate, work=work

@@ -20,11 +20,9 @@ else of the wire format leaves this module. The mapping:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from contextlib import aclosing
+from collections.abc import Mapping
 from typing import Any
 
-import httpx
 import orjson
 
 from holdback.providers import payloads as p
@@ -40,7 +38,7 @@ from holdback.providers.events import (
     Usage,
 )
 from holdback.providers.faults import cut_off, error_from_event, malformed_json, protocol_error
-from holdback.providers.http import StreamSettings, UpstreamCall, stream_events
+from holdback.providers.http import HTTPProvider, UpstreamCall
 from holdback.providers.prompt import system_text
 from holdback.providers.sse import SSEvent
 
@@ -205,38 +203,15 @@ def build_call(
     )
 
 
-class AnthropicProvider:
+class AnthropicProvider(HTTPProvider):
     """Streams replies from the Anthropic Messages API."""
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str = DEFAULT_BASE_URL,
-        api_key: str | None = None,
-        settings: StreamSettings | None = None,
-        client: httpx.AsyncClient | None = None,
-    ) -> None:
-        self.model = model
-        self.base_url = base_url
-        self._api_key = api_key or None
-        self.settings = settings or StreamSettings()
-        self._client = client
+    provider = PROVIDER
+    default_base_url = DEFAULT_BASE_URL
+    key_variable = "ANTHROPIC_API_KEY"
 
-    @property
-    def name(self) -> str:
-        return f"{PROVIDER}:{self.model}"
+    def build(self, request: ChatRequest) -> UpstreamCall:
+        return build_call(request, model=self.model, base_url=self.base_url, api_key=self._api_key)
 
-    async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
-        if self._api_key is None and self.base_url.rstrip("/") == DEFAULT_BASE_URL:
-            yield StreamError(
-                "upstream_auth", f"{PROVIDER}: no API key configured (set ANTHROPIC_API_KEY)", False
-            )
-            return
-        call = build_call(request, model=self.model, base_url=self.base_url, api_key=self._api_key)
-        events = stream_events(
-            call, lambda: AnthropicParser(PROVIDER, call.secrets), self.settings, self._client
-        )
-        async with aclosing(events):
-            async for event in events:
-                yield event
+    def parser(self, secrets: tuple[str, ...]) -> AnthropicParser:
+        return AnthropicParser(PROVIDER, secrets)

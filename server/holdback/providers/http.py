@@ -19,16 +19,17 @@ from __future__ import annotations
 
 import email.utils
 import time
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import ClassVar, Protocol
 from urllib.parse import urlsplit
 
 import anyio
 import httpx
 
 from holdback.errors import ConfigurationError
+from holdback.providers.base import ChatRequest
 from holdback.providers.events import Event, StreamError
 from holdback.providers.faults import error_from_status, protocol_error
 from holdback.providers.sse import SSEDecoder, SSEvent
@@ -272,3 +273,54 @@ async def _one_attempt(
             f"{call.provider}: HTTP failure talking to upstream ({type(exc).__name__})",
             True,
         )
+
+
+class HTTPProvider:
+    """What every HTTP provider shares: its settings, the missing-key check, and the pump.
+
+    A subclass names its wire (`provider`, `default_base_url`, `key_variable`) and supplies
+    the two sans-I/O halves: `build()` makes the request, `parser()` reads the stream.
+    """
+
+    provider: ClassVar[str]
+    default_base_url: ClassVar[str]
+    key_variable: ClassVar[str]
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        settings: StreamSettings | None = None,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.model = model
+        self.base_url = base_url or self.default_base_url
+        self._api_key = api_key or None
+        self.settings = settings or StreamSettings()
+        self._client = client
+
+    @property
+    def name(self) -> str:
+        return f"{self.provider}:{self.model}"
+
+    def build(self, request: ChatRequest) -> UpstreamCall:
+        raise NotImplementedError
+
+    def parser(self, secrets: tuple[str, ...]) -> StreamParser:
+        raise NotImplementedError
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
+        if self._api_key is None and self.base_url.rstrip("/") == self.default_base_url:
+            yield StreamError(
+                "upstream_auth",
+                f"{self.provider}: no API key configured (set {self.key_variable})",
+                False,
+            )
+            return
+        call = self.build(request)
+        events = stream_events(call, lambda: self.parser(call.secrets), self.settings, self._client)
+        async with aclosing(events):
+            async for event in events:
+                yield event

@@ -95,7 +95,7 @@ class TokenIndex:
     reply, after the user's message has been pseudonymized and before the model is called).
     """
 
-    __slots__ = ("first_chars", "max_form_len", "prefixes", "values")
+    __slots__ = ("max_form_len", "prefixes", "values")
 
     def __init__(self, vault: Mapping[str, str]) -> None:
         self.values: dict[str, str] = {}
@@ -107,9 +107,6 @@ class TokenIndex:
             for i in range(1, len(ident) + 1):
                 self.prefixes.add(ident[:i])
             longest = max(longest, len(ident) + ident.count("_"))
-        self.first_chars = frozenset(
-            c for ident in self.values for c in (ident[0], ident[0].lower())
-        )
         # `&lt;` + id with every underscore escaped + `&gt;`.
         self.max_form_len = longest + 8 if self.values else 0
 

@@ -128,14 +128,15 @@ export class Chat extends EventTarget {
     this.setMessages(merged);
     if (conversation.title !== undefined) this.emit('title', { id: key, title: conversation.title });
     if (this.mode === 'model') this.loadModelView();
-    this.pollIfUnsettled(key, merged);
+    this.pollIfUnsettled(key, merged, conversation.streaming === true);
     this.emitState();
   }
 
   /** A reply we are not receiving live is still being written: look again shortly. */
-  pollIfUnsettled(key, messages) {
-    const unsettled = messages.some((m) => m.role === 'assistant' && !FINAL_STATUSES.has(m.status)
-      && !this.live.has(m.id));
+  pollIfUnsettled(key, messages, streaming = false) {
+    const unsettled = (streaming && !this.streamingByConv.has(key))
+      || messages.some((m) => m.role === 'assistant' && !FINAL_STATUSES.has(m.status)
+        && !this.live.has(m.id));
     if (!unsettled || this.pollCount >= POLL_LIMIT) return;
     this.pollCount += 1;
     this.pollTimer = setTimeout(() => {

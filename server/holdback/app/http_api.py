@@ -151,6 +151,9 @@ async def get_conversation(request: Request) -> Response:
     conversation = await runtime.store.get_conversation(request.path_params["id"], user.id)
     if conversation is None:
         return problem(404, "not_found", "no such conversation")
+    # Look for a reply in flight *before* reading the messages: one that finishes in between
+    # is then reported as streaming (the client looks again), never as a stale "incomplete".
+    reply = runtime.service.replies.get(conversation.id)
     messages = await runtime.store.list_messages(conversation.id)
     vault = Vault(await runtime.store.load_vault(conversation.id))
     if request.query_params.get("view") == "model":
@@ -161,7 +164,6 @@ async def get_conversation(request: Request) -> Response:
         body = conversation_json(conversation, vault)
         body["messages"] = [restore_message(m, vault) for m in messages]
         body["view"] = "owner"
-    reply = runtime.service.replies.get(conversation.id)
     body["streaming"] = reply is not None
     if reply is not None:
         # The reply in flight is stored as it goes; say so, so a client that reconnects

@@ -17,8 +17,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from holdback.app.auth import SESSION_COOKIE, cookie_settings, verify_password
-from holdback.app.pipeline import conversation_json, model_view, restore_message
 from holdback.app.runtime import Runtime
+from holdback.app.views import conversation_json, model_view, restore_message
 from holdback.store.records import User
 from holdback.vault import Vault
 

@@ -39,7 +39,7 @@ from holdback.providers.events import (
     ToolCallStart,
 )
 from holdback.pseudonymize import Masked, Pseudonymizer
-from holdback.store.records import Conversation, Message, VaultItem
+from holdback.store.records import Message, VaultItem
 from holdback.store.repository import Store
 from holdback.stream import Guard, GuardMode, ReplyBlockedError, ReplyFilter, Restorer, restore
 from holdback.tokens import TokenIndex, parse_id, token_id
@@ -492,66 +492,3 @@ def make_title(masked_text: str, limit: int = 60) -> str:
     if open_at > cut.rfind(">"):
         cut = cut[:open_at]
     return cut.rstrip() + "…"
-
-
-def _tool_calls(message: Message) -> list[dict[str, str]]:
-    try:
-        calls = json.loads(message.parts.get("tool_calls", "[]"))
-    except ValueError:
-        return []
-    return [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
-
-
-def _restore_json_values(text: str, index: TokenIndex) -> str:
-    restorer = Restorer(index, escape=json_escape)
-    return restorer.feed(text) + restorer.flush()
-
-
-def restore_message(message: Message, vault: Vault) -> dict[str, Any]:
-    """A stored message as its owner sees it: every token back to its value."""
-    index = vault.index()
-    return {
-        "id": message.id,
-        "role": message.role,
-        "text": restore(message.text, index),
-        "reasoning": restore(message.parts.get("reasoning", ""), index),
-        "tool_calls": [
-            {
-                "call_id": c.get("call_id", ""),
-                "name": c.get("name", ""),
-                "arguments": _restore_json_values(c.get("arguments", ""), index),
-            }
-            for c in _tool_calls(message)
-        ],
-        "masked": message.meta.get("masked", []),
-        "status": message.status,
-        "finish_reason": message.finish_reason,
-        "created_at": message.created_at.isoformat(),
-    }
-
-
-def model_view(message: Message) -> dict[str, Any]:
-    """A stored message as the model saw it: tokenized, as stored."""
-    return {
-        "id": message.id,
-        "role": message.role,
-        "text": message.text,
-        "reasoning": message.parts.get("reasoning", ""),
-        "tool_calls": _tool_calls(message),
-        "masked": message.meta.get("masked", []),
-        "status": message.status,
-        "finish_reason": message.finish_reason,
-        "created_at": message.created_at.isoformat(),
-    }
-
-
-def conversation_json(conversation: Conversation, vault: Vault | None = None) -> dict[str, Any]:
-    title = conversation.title
-    if vault is not None:
-        title = restore(title, vault.index())
-    return {
-        "id": conversation.id,
-        "title": title or "New chat",
-        "created_at": conversation.created_at.isoformat(),
-        "updated_at": conversation.updated_at.isoformat(),
-    }

@@ -23,8 +23,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
-
 from holdback.providers import payloads as p
 from holdback.providers.base import ChatRequest
 from holdback.providers.events import (
@@ -38,7 +36,7 @@ from holdback.providers.events import (
     Usage,
 )
 from holdback.providers.faults import cut_off, error_from_event, malformed_json, protocol_error
-from holdback.providers.http import HTTPProvider, UpstreamCall
+from holdback.providers.http import HTTPProvider, UpstreamCall, json_post
 from holdback.providers.prompt import system_text
 from holdback.providers.sse import SSEvent
 
@@ -187,19 +185,13 @@ def build_call(
             {"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
             for t in request.tools
         ]
-    headers = {
-        "content-type": "application/json",
-        "accept": "text/event-stream",
-        "anthropic-version": API_VERSION,
-    }
-    if api_key:
-        headers["x-api-key"] = api_key
-    return UpstreamCall(
-        provider=PROVIDER,
-        url=base_url.rstrip("/") + "/v1/messages",
-        headers=headers,
-        body=orjson.dumps(body),
-        secrets=(api_key,) if api_key else (),
+    return json_post(
+        PROVIDER,
+        base_url.rstrip("/") + "/v1/messages",
+        body,
+        api_key=api_key,
+        key_header=("x-api-key", api_key or ""),
+        extra_headers={"anthropic-version": API_VERSION},
     )
 
 

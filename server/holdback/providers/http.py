@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 
 import anyio
 import httpx
+import orjson
 
 from holdback.errors import ConfigurationError
 from holdback.providers.base import ChatRequest
@@ -101,6 +102,29 @@ class UpstreamCall:
     headers: Mapping[str, str]
     body: bytes
     secrets: tuple[str, ...] = ()
+
+
+def json_post(
+    provider: str,
+    url: str,
+    body: Mapping[str, object],
+    *,
+    api_key: str | None,
+    key_header: tuple[str, str] | None,
+    extra_headers: Mapping[str, str] | None = None,
+) -> UpstreamCall:
+    """A streamed JSON POST; the API key (if any) goes in `key_header` and never in errors."""
+    headers = {"content-type": "application/json", "accept": "text/event-stream"}
+    headers.update(extra_headers or {})
+    if api_key and key_header is not None:
+        headers[key_header[0]] = key_header[1]
+    return UpstreamCall(
+        provider=provider,
+        url=url,
+        headers=headers,
+        body=orjson.dumps(body),
+        secrets=(api_key,) if api_key else (),
+    )
 
 
 def retry_after_seconds(headers: httpx.Headers) -> float | None:

@@ -27,8 +27,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from holdback.providers import payloads as p
 from holdback.providers.base import ChatRequest
 from holdback.providers.events import (
@@ -42,7 +40,7 @@ from holdback.providers.events import (
     Usage,
 )
 from holdback.providers.faults import cut_off, error_from_event, malformed_json
-from holdback.providers.http import HTTPProvider, UpstreamCall
+from holdback.providers.http import HTTPProvider, UpstreamCall, json_post
 from holdback.providers.prompt import system_text
 from holdback.providers.sse import SSEvent
 
@@ -213,15 +211,12 @@ def build_call(
         ]
     if request.max_output_tokens is not None:
         body["max_completion_tokens"] = request.max_output_tokens
-    headers = {"content-type": "application/json", "accept": "text/event-stream"}
-    if api_key:
-        headers["authorization"] = f"Bearer {api_key}"
-    return UpstreamCall(
-        provider=provider,
-        url=base_url.rstrip("/") + "/chat/completions",
-        headers=headers,
-        body=orjson.dumps(body),
-        secrets=(api_key,) if api_key else (),
+    return json_post(
+        provider,
+        base_url.rstrip("/") + "/chat/completions",
+        body,
+        api_key=api_key,
+        key_header=("authorization", f"Bearer {api_key}"),
     )
 
 

@@ -25,8 +25,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from holdback.providers import payloads as p
 from holdback.providers.base import ChatRequest
 from holdback.providers.events import (
@@ -40,7 +38,7 @@ from holdback.providers.events import (
     ToolCallStart,
 )
 from holdback.providers.faults import cut_off, error_from_event, malformed_json, protocol_error
-from holdback.providers.http import HTTPProvider, UpstreamCall
+from holdback.providers.http import HTTPProvider, UpstreamCall, json_post
 from holdback.providers.openai_chat import DEFAULT_BASE_URL
 from holdback.providers.prompt import system_text
 from holdback.providers.sse import SSEvent
@@ -220,15 +218,12 @@ def build_call(
         ]
     if request.max_output_tokens is not None:
         body["max_output_tokens"] = request.max_output_tokens
-    headers = {"content-type": "application/json", "accept": "text/event-stream"}
-    if api_key:
-        headers["authorization"] = f"Bearer {api_key}"
-    return UpstreamCall(
-        provider=PROVIDER,
-        url=base_url.rstrip("/") + "/responses",
-        headers=headers,
-        body=orjson.dumps(body),
-        secrets=(api_key,) if api_key else (),
+    return json_post(
+        PROVIDER,
+        base_url.rstrip("/") + "/responses",
+        body,
+        api_key=api_key,
+        key_header=("authorization", f"Bearer {api_key}"),
     )
 
 

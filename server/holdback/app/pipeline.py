@@ -147,52 +147,48 @@ class ChatService:
             raise ChatError("rate_limited", "too many messages; wait a moment and try again")
         if conversation_id is None:
             conversation = await self.store.create_conversation(user_id, "")
+            stored: dict[str, str] = {}
         else:
-            found = await self.store.get_conversation(conversation_id, user_id)
-            if found is None:
+            opened = await self.store.open_conversation(conversation_id, user_id)
+            if opened is None:
                 raise ChatError("not_found", "no such conversation")
-            conversation = found
+            conversation, stored = opened
         if conversation.id in self.replies:
             raise ChatError("busy", "a reply is already streaming in this conversation")
         reply = self.replies[conversation.id] = Reply(conversation.id, sinks=[emit])
         try:
-            vault = Vault(await self.store.load_vault(conversation.id))
+            vault = Vault(stored)
             masked_text, masked = await self._pseudonymize(conversation.id, text, vault)
             spans = [
                 {"start": m.start, "end": m.end, "kind": m.kind, "token": m.token} for m in masked
             ]
-            message = await self.store.add_message(
-                conversation.id, "user", masked_text, meta={"masked": spans}
+            title = None if conversation.title else make_title(masked_text)
+            # One transaction: the user message, its title and audit, the history the model
+            # reads, and the placeholder the reply is written into.
+            turn = await self.store.begin_reply(
+                conversation.id,
+                masked_text,
+                meta={"masked": spans},
+                title=title,
+                owner_id=user_id,
+                masked=Counter(m.kind for m in masked),
             )
-            if not conversation.title:
-                await self.store.rename_conversation(
-                    conversation.id, user_id, make_title(masked_text)
-                )
-            if masked:
-                await self.store.record_audit(
-                    conversation.id, message.id, "masked", Counter(m.kind for m in masked)
-                )
             emit(
                 {
                     "type": "message_accepted",
                     "conversation_id": conversation.id,
-                    "message_id": message.id,
+                    "message_id": turn.user.id,
                     "masked": spans,
-                    "title": restore(make_title(masked_text), vault.index())
-                    if not conversation.title
-                    else restore(conversation.title, vault.index()),
+                    "title": restore(title or conversation.title, vault.index()),
                 }
             )
-            history = await self.store.list_messages(conversation.id)
-            assistant = await self.store.add_message(
-                conversation.id, "assistant", "", status="incomplete"
-            )
-            reply.message_id = assistant.id
+            history = turn.history
+            reply.message_id = turn.assistant.id
             reply.emit(
                 {
                     "type": "assistant_start",
                     "conversation_id": conversation.id,
-                    "message_id": assistant.id,
+                    "message_id": turn.assistant.id,
                 }
             )
         except BaseException:
@@ -288,6 +284,7 @@ class _ReplyRun:
         self.calls: dict[str, _Call] = {}
         self.finished = False
         self.failed = False
+        self.blocked_kinds: Counter[str] = Counter()
 
     def _channel(self, name: str) -> ReplyFilter:
         f = self.channels.get(name)
@@ -406,9 +403,7 @@ class _ReplyRun:
                 "the reply was stopped: it contained " + ", ".join(blocked.kinds),
             )
         )
-        await self.service.store.record_audit(
-            self.reply.conversation_id, self.reply.message_id, "blocked", Counter(blocked.kinds)
-        )
+        self.blocked_kinds.update(blocked.kinds)
         await self.finish("blocked", "blocked", flush=False)
 
     async def finish(self, status: str, finish_reason: str | None, *, flush: bool = True) -> None:
@@ -443,18 +438,16 @@ class _ReplyRun:
         for f in [*self.channels.values(), *(c.filter for c in self.calls.values())]:
             if f.guard is not None:
                 redacted.update(f.guard.redacted)
-        store = self.service.store
-        await store.update_message(
+        await self.service.store.finish_reply(
+            self.reply.conversation_id,
             self.reply.message_id,
             text=content.screened if content is not None else "",
             parts=parts,
             status=status,
             finish_reason=finish_reason,
+            redacted=redacted,
+            blocked=self.blocked_kinds,
         )
-        if redacted:
-            await store.record_audit(
-                self.reply.conversation_id, self.reply.message_id, "redacted", redacted
-            )
         self.reply.emit(
             {
                 "type": "assistant_done",

@@ -21,6 +21,7 @@ from holdback.store.records import (
     MessageStatus,
     TermList,
     TermPurpose,
+    Turn,
     User,
     VaultItem,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "StoreError",
     "TermList",
     "TermPurpose",
+    "Turn",
     "User",
     "VaultItem",
     "VaultKey",

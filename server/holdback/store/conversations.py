@@ -126,6 +126,24 @@ async def owned_conversation(
     )
 
 
+async def owned_conversations(session: AsyncSession, owner_id: str) -> list[Conversation]:
+    """The owner's conversations, most recently updated first."""
+    rows = await session.scalars(
+        select(ConversationRow)
+        .where(ConversationRow.owner_id == owner_id)
+        .order_by(ConversationRow.updated_at.desc(), ConversationRow.id)
+    )
+    return [to_conversation(row) for row in rows]
+
+
+async def rename(session: AsyncSession, conversation_id: str, owner_id: str, title: str) -> bool:
+    row = await owned_conversation(session, conversation_id, owner_id)
+    if row is None:
+        return False
+    row.title, row.updated_at = title, datetime.now(UTC)
+    return True
+
+
 async def insert_conversation(session: AsyncSession, owner_id: str, title: str) -> Conversation:
     if await session.get(UserRow, owner_id) is None:
         raise UserNotFoundError(f"user {owner_id} does not exist")
@@ -164,6 +182,15 @@ async def insert_message(session: AsyncSession, conversation_id: str, row: Messa
     return to_message(row)
 
 
+async def messages_of(session: AsyncSession, conversation_id: str) -> list[Message]:
+    rows = await session.scalars(
+        select(MessageRow)
+        .where(MessageRow.conversation_id == conversation_id)
+        .order_by(MessageRow.seq)
+    )
+    return [to_message(row) for row in rows]
+
+
 async def touch(session: AsyncSession, conversation_id: str, when: datetime) -> None:
     await session.execute(
         update(ConversationRow).where(ConversationRow.id == conversation_id).values(updated_at=when)
@@ -191,6 +218,43 @@ def to_audit(row: AuditEventRow) -> AuditEvent:
         counts={str(k): int(v) for k, v in row.counts.items()},
         created_at=row.created_at,
     )
+
+
+async def insert_audit(
+    session: AsyncSession,
+    conversation_id: str,
+    message_id: str | None,
+    action: str,
+    counts: dict[str, int],
+) -> None:
+    await lock_conversation(session, conversation_id)
+    if message_id is not None:
+        owner = await session.scalar(
+            select(MessageRow.conversation_id).where(MessageRow.id == message_id)
+        )
+        if owner != conversation_id:
+            raise MessageNotFoundError(
+                f"message {message_id} is not in conversation {conversation_id}"
+            )
+    session.add(
+        AuditEventRow(
+            conversation_id=conversation_id,
+            message_id=message_id,
+            action=action,
+            counts=counts,
+            created_at=datetime.now(UTC),
+        )
+    )
+    await session.flush()
+
+
+async def audit_of(session: AsyncSession, conversation_id: str) -> list[AuditEvent]:
+    rows = await session.scalars(
+        select(AuditEventRow)
+        .where(AuditEventRow.conversation_id == conversation_id)
+        .order_by(AuditEventRow.id)
+    )
+    return [to_audit(row) for row in rows]
 
 
 def check_action(action: str) -> str:

@@ -49,6 +49,20 @@ class Message:
 
 
 @dataclass(frozen=True, slots=True)
+class Turn:
+    """What `Store.begin_reply` wrote and read: one user message and the reply's placeholder.
+
+    `history` is the conversation up to and including `user`, in `seq` order (what
+    `list_messages` returned just before the placeholder was added); `assistant` is the
+    placeholder (empty text, status "incomplete") that `finish_reply` completes.
+    """
+
+    user: Message
+    assistant: Message
+    history: list[Message]
+
+
+@dataclass(frozen=True, slots=True)
 class VaultItem:
     """A value to pseudonymize: its detector kind, the value, and its normalized form.
 

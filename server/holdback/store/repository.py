@@ -18,18 +18,25 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from holdback.store import accounts, conversations, key_check, term_lists, vault
+from holdback.store import accounts, conversations, key_check, term_lists, turns, vault
 from holdback.store.crypto import VaultKey
 from holdback.store.database import Database
 from holdback.store.driver_errors import DRIVER_ERRORS
 from holdback.store.engine import create_engine, parse_database_url
-from holdback.store.errors import MessageNotFoundError, StoreError, UserExistsError
+from holdback.store.errors import StoreError, UserExistsError
 from holdback.store.migrate import check_schema, upgrade
-from holdback.store.records import AuditEvent, Conversation, Message, TermList, User, VaultItem
-from holdback.store.schema import AuditEventRow, ConversationRow, MessageRow, UserRow
+from holdback.store.records import (
+    AuditEvent,
+    Conversation,
+    Message,
+    TermList,
+    Turn,
+    User,
+    VaultItem,
+)
+from holdback.store.schema import MessageRow, UserRow
 
 
 class Store:
@@ -164,15 +171,7 @@ class Store:
     async def list_conversations(self, owner_id: str) -> list[Conversation]:
         """The owner's conversations, most recently updated first."""
 
-        async def work(session: AsyncSession) -> list[Conversation]:
-            rows = await session.scalars(
-                select(ConversationRow)
-                .where(ConversationRow.owner_id == owner_id)
-                .order_by(ConversationRow.updated_at.desc(), ConversationRow.id)
-            )
-            return [conversations.to_conversation(row) for row in rows]
-
-        return await self._db.read(work)
+        return await self._db.read(lambda s: conversations.owned_conversations(s, owner_id))
 
     async def get_conversation(self, conversation_id: str, owner_id: str) -> Conversation | None:
         async def work(session: AsyncSession) -> Conversation | None:
@@ -183,15 +182,10 @@ class Store:
 
     async def rename_conversation(self, conversation_id: str, owner_id: str, title: str) -> bool:
         conversations.check_title(title)
-
-        async def work(session: AsyncSession) -> bool:
-            row = await conversations.owned_conversation(session, conversation_id, owner_id)
-            if row is None:
-                return False
-            row.title, row.updated_at = title, datetime.now(UTC)
-            return True
-
-        return await self._db.write(work, what="renaming a conversation")
+        return await self._db.write(
+            lambda s: conversations.rename(s, conversation_id, owner_id, title),
+            what="renaming a conversation",
+        )
 
     async def delete_conversation(self, conversation_id: str, owner_id: str) -> bool:
         """Delete a conversation with its messages, vault and audit trail (crypto-shredding)."""
@@ -263,15 +257,69 @@ class Store:
     async def list_messages(self, conversation_id: str) -> list[Message]:
         """The conversation's messages in the order they were added."""
 
-        async def work(session: AsyncSession) -> list[Message]:
-            rows = await session.scalars(
-                select(MessageRow)
-                .where(MessageRow.conversation_id == conversation_id)
-                .order_by(MessageRow.seq)
-            )
-            return [conversations.to_message(row) for row in rows]
+        return await self._db.read(lambda s: conversations.messages_of(s, conversation_id))
 
-        return await self._db.read(work)
+    # A chat turn: the steps the chat pipeline takes for every message, one transaction each.
+
+    async def open_conversation(
+        self, conversation_id: str, owner_id: str
+    ) -> tuple[Conversation, dict[str, str]] | None:
+        """The owned conversation and its vault (as `load_vault` gives it), or None."""
+        return await self._db.read(
+            lambda s: turns.open_owned(s, self._key, conversation_id, owner_id)
+        )
+
+    async def begin_reply(
+        self,
+        conversation_id: str,
+        user_text: str,
+        *,
+        meta: Mapping[str, object] | None = None,
+        title: str | None = None,
+        owner_id: str | None = None,
+        masked: Mapping[str, int] | None = None,
+    ) -> Turn:
+        """Add the user's message and the reply's placeholder (status "incomplete").
+
+        Also sets the title (if given) and records the "masked" audit event (if `masked` has
+        counts), as `rename_conversation` and `record_audit` would. If `owner_id` is given,
+        the conversation must be that user's (else `ConversationNotFoundError`).
+        """
+        conversations.check_message_fields("user", "complete", None, None, meta)
+        if title is not None:
+            conversations.check_title(title)
+        counts = conversations.check_counts(masked or {})
+        return await self._db.write(
+            lambda s: turns.begin(s, conversation_id, user_text, meta or {}, title=title,
+                                  owner_id=owner_id, masked=counts),
+            what="adding a message",
+        )  # fmt: skip
+
+    async def finish_reply(
+        self,
+        conversation_id: str,
+        message_id: str,
+        *,
+        text: str,
+        parts: Mapping[str, str],
+        status: str,
+        finish_reason: str | None,
+        redacted: Mapping[str, int] | None = None,
+        blocked: Mapping[str, int] | None = None,
+    ) -> None:
+        """Store the reply as `update_message` would, with its "blocked" and "redacted" audit."""
+        conversations.check_message_fields(None, status, finish_reason, parts, None)
+        values: dict[str, object] = {"text": text, "parts": dict(parts), "status": status}
+        if finish_reason is not None:
+            values["finish_reason"] = finish_reason
+        audits = [
+            ("blocked", conversations.check_counts(blocked or {})),
+            ("redacted", conversations.check_counts(redacted or {})),
+        ]
+        await self._db.write(
+            lambda s: turns.finish(s, conversation_id, message_id, values, audits),
+            what="updating a message",
+        )
 
     # The vault.
 
@@ -327,37 +375,10 @@ class Store:
         """Record how many values of each kind were masked, redacted or blocked."""
         conversations.check_action(action)
         checked = conversations.check_counts(counts)
-
-        async def work(session: AsyncSession) -> None:
-            await vault.lock_conversation(session, conversation_id)
-            if message_id is not None:
-                owner = await session.scalar(
-                    select(MessageRow.conversation_id).where(MessageRow.id == message_id)
-                )
-                if owner != conversation_id:
-                    raise MessageNotFoundError(
-                        f"message {message_id} is not in conversation {conversation_id}"
-                    )
-            session.add(
-                AuditEventRow(
-                    conversation_id=conversation_id,
-                    message_id=message_id,
-                    action=action,
-                    counts=checked,
-                    created_at=datetime.now(UTC),
-                )
-            )
-            await session.flush()
-
-        await self._db.write(work, what="recording an audit event")
+        await self._db.write(
+            lambda s: conversations.insert_audit(s, conversation_id, message_id, action, checked),
+            what="recording an audit event",
+        )
 
     async def list_audit(self, conversation_id: str) -> list[AuditEvent]:
-        async def work(session: AsyncSession) -> list[AuditEvent]:
-            rows = await session.scalars(
-                select(AuditEventRow)
-                .where(AuditEventRow.conversation_id == conversation_id)
-                .order_by(AuditEventRow.id)
-            )
-            return [conversations.to_audit(row) for row in rows]
-
-        return await self._db.read(work)
+        return await self._db.read(lambda s: conversations.audit_of(s, conversation_id))

@@ -1,0 +1,255 @@
+"""A chat turn in as few database round trips as its guarantees allow.
+
+Every user message is read and written through here, so each step is one transaction of a
+few prebuilt Core statements (one shape each, compiled once), run the cheapest way the engine
+allows (`runner.py`). The rules they keep are the single-purpose methods':
+
+- The rows written are the rows `add_message`, `rename_conversation`, `update_message` and
+  `record_audit` would write, after the same checks (done by the caller, before the
+  transaction); a failure anywhere rolls the whole step back.
+- A conversation is visible only to its owner: another user's conversation is "not found".
+- A write's first statement updates the conversation row (its `updated_at`, and the title
+  when given). On PostgreSQL that takes the row's `FOR NO KEY UPDATE` lock, the lock
+  `vault.lock_conversation` takes; SQLite already holds the write lock (`BEGIN IMMEDIATE`).
+  Locking first and then reading, in a later statement, is what lets the read see every
+  message committed by writers that held the lock before: `seq` is the last one + 1, and the
+  unique `(conversation_id, seq)` turns any writer that slipped past into a retried conflict.
+  Locks are taken conversation first, message second, as everywhere else.
+- Stored text is tokenized text, as given; audit rows hold kinds and counts only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from sqlalchemy import Insert, Table, Update, bindparam, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from holdback.store.accounts import new_id
+from holdback.store.crypto import VaultKey
+from holdback.store.errors import ConversationNotFoundError, MessageNotFoundError
+from holdback.store.records import Conversation, Message, MessageStatus, Turn
+from holdback.store.runner import Runner, runner
+from holdback.store.schema import AuditEventRow, ConversationRow, MessageRow, VaultEntryRow
+from holdback.store.vault import open_entry
+
+_conversations = cast(Table, ConversationRow.__table__)
+_messages = cast(Table, MessageRow.__table__)
+_vault = cast(Table, VaultEntryRow.__table__)
+_audit = cast(Table, AuditEventRow.__table__)
+
+# The conversation and its vault entries, in `vault.load`'s order, in one statement.
+_OPEN = (
+    select(
+        _conversations.c.owner_id,
+        _conversations.c.title,
+        _conversations.c.created_at,
+        _conversations.c.updated_at,
+        _vault.c.token,
+        _vault.c.value_ciphertext,
+    )
+    .select_from(_conversations.outerjoin(_vault, _vault.c.conversation_id == _conversations.c.id))
+    .where(
+        _conversations.c.id == bindparam("conversation_id"),
+        _conversations.c.owner_id == bindparam("owner_id"),
+    )
+    .order_by(_vault.c.kind, _vault.c.number)
+)
+
+_HISTORY = (
+    select(*_messages.c)
+    .where(_messages.c.conversation_id == bindparam("conversation_id"))
+    .order_by(_messages.c.seq)
+)
+
+
+def _insert(table: Table, rows: int) -> Insert:
+    """A multi-row INSERT of every column but a generated key, parameters `<column>_<row>`."""
+    columns = [c for c in table.c if not (c.primary_key and c.autoincrement is True)]
+    return insert(table).values(
+        [{c.key: bindparam(f"{c.key}_{i}", type_=c.type) for c in columns} for i in range(rows)]
+    )
+
+
+def _numbered(rows: Sequence[Mapping[str, object]]) -> dict[str, object]:
+    return {f"{key}_{i}": value for i, row in enumerate(rows) for key, value in row.items()}
+
+
+_INSERT_TURN = _insert(_messages, 2)  # the user's message and the reply's placeholder
+_INSERT_AUDIT = {rows: _insert(_audit, rows) for rows in (1, 2)}
+
+
+def _touch(title: bool, owner: bool) -> Update:
+    statement = update(_conversations).where(_conversations.c.id == bindparam("b_id"))
+    if owner:
+        statement = statement.where(_conversations.c.owner_id == bindparam("b_owner"))
+    values = {"updated_at": bindparam("b_now", type_=_conversations.c.updated_at.type)}
+    if title:
+        values["title"] = bindparam("b_title", type_=_conversations.c.title.type)
+    return statement.values(values)
+
+
+def _finish(finish_reason: bool) -> Update:
+    columns = ["text", "parts", "status", "updated_at"]
+    if finish_reason:
+        columns.append("finish_reason")
+    return (
+        update(_messages)
+        .where(
+            _messages.c.id == bindparam("b_id"),
+            _messages.c.conversation_id == bindparam("b_conversation"),
+        )
+        .values({name: bindparam(f"b_{name}", type_=_messages.c[name].type) for name in columns})
+    )
+
+
+# Keyed by (title given, owner given) and by (finish reason given): one shape each.
+_FLAGS = ((False, False), (False, True), (True, False), (True, True))
+_TOUCH = {(title, owner): _touch(title, owner) for title, owner in _FLAGS}
+_FINISH = {given: _finish(given) for given in (False, True)}
+
+
+def _message(row: Any) -> Message:
+    return Message(
+        id=row.id,
+        conversation_id=row.conversation_id,
+        seq=row.seq,
+        role=row.role,
+        text=row.text,
+        parts=dict(row.parts),
+        status=cast(MessageStatus, row.status),
+        finish_reason=row.finish_reason,
+        meta=dict(row.meta),
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def _values(message: Message) -> dict[str, object]:
+    return {
+        "id": message.id,
+        "conversation_id": message.conversation_id,
+        "seq": message.seq,
+        "role": message.role,
+        "text": message.text,
+        "parts": message.parts,
+        "status": message.status,
+        "finish_reason": message.finish_reason,
+        "meta": message.meta,
+        "created_at": message.created_at,
+        "updated_at": message.updated_at,
+    }
+
+
+async def _lock_and_touch(
+    run: Runner,
+    conversation_id: str,
+    now: datetime,
+    *,
+    title: str | None = None,
+    owner_id: str | None = None,
+) -> None:
+    params: dict[str, object] = {"b_id": conversation_id, "b_now": now}
+    if title is not None:
+        params["b_title"] = title
+    if owner_id is not None:
+        params["b_owner"] = owner_id
+    if await run.count(_TOUCH[title is not None, owner_id is not None], params) != 1:
+        raise ConversationNotFoundError(f"conversation {conversation_id} does not exist")
+
+
+def _audit_rows(
+    conversation_id: str,
+    message_id: str,
+    events: Sequence[tuple[str, dict[str, int]]],
+    now: datetime,
+) -> list[dict[str, object]]:
+    return [
+        {
+            "conversation_id": conversation_id,
+            "message_id": message_id,
+            "action": action,
+            "counts": counts,
+            "created_at": now,
+        }
+        for action, counts in events
+        if counts
+    ]
+
+
+async def open_owned(
+    session: AsyncSession, key: VaultKey, conversation_id: str, owner_id: str
+) -> tuple[Conversation, dict[str, str]] | None:
+    """The owned conversation and its decrypted vault (token -> value), or None."""
+    run = await runner(session)
+    rows = await run.rows(_OPEN, {"conversation_id": conversation_id, "owner_id": owner_id})
+    if not rows:
+        return None
+    first = rows[0]
+    conversation = Conversation(
+        id=conversation_id,
+        owner_id=first.owner_id,
+        title=first.title,
+        created_at=first.created_at,
+        updated_at=first.updated_at,
+    )
+    vault = {
+        row.token: open_entry(key, conversation_id, row.token, bytes(row.value_ciphertext))[0]
+        for row in rows
+        if row.token is not None
+    }
+    return conversation, vault
+
+
+async def begin(
+    session: AsyncSession,
+    conversation_id: str,
+    text: str,
+    meta: Mapping[str, object],
+    *,
+    title: str | None,
+    owner_id: str | None,
+    masked: dict[str, int],
+) -> Turn:
+    """Add the user message (with title and "masked" audit) and the reply's placeholder."""
+    run = await runner(session)
+    now = datetime.now(UTC)
+    await _lock_and_touch(run, conversation_id, now, title=title, owner_id=owner_id)
+    found = await run.rows(_HISTORY, {"conversation_id": conversation_id})
+    history = [_message(row) for row in found]
+    seq = history[-1].seq + 1 if history else 1
+    # Meta as it reads back from the JSON column, so `user` equals what `list_messages` gives.
+    stored_meta = json.loads(json.dumps(dict(meta)))
+    user = Message(new_id(), conversation_id, seq, "user", text, {}, "complete", None,
+                   stored_meta, now, now)  # fmt: skip
+    assistant = Message(new_id(), conversation_id, seq + 1, "assistant", "", {}, "incomplete",
+                        None, {}, now, now)  # fmt: skip
+    await run.run(_INSERT_TURN, _numbered([_values(user), _values(assistant)]))
+    if masked:
+        audit = _audit_rows(conversation_id, user.id, [("masked", masked)], now)
+        await run.run(_INSERT_AUDIT[1], _numbered(audit))
+    history.append(user)
+    return Turn(user=user, assistant=assistant, history=history)
+
+
+async def finish(
+    session: AsyncSession,
+    conversation_id: str,
+    message_id: str,
+    values: Mapping[str, object],
+    audits: Sequence[tuple[str, dict[str, int]]],
+) -> None:
+    """Store the reply's final text, parts, status and finish reason, and its audit events."""
+    run = await runner(session)
+    now = datetime.now(UTC)
+    await _lock_and_touch(run, conversation_id, now)
+    params = {f"b_{name}": value for name, value in values.items()}
+    params.update(b_id=message_id, b_conversation=conversation_id, b_updated_at=now)
+    if await run.count(_FINISH["finish_reason" in values], params) != 1:
+        raise MessageNotFoundError(f"message {message_id} is not in conversation {conversation_id}")
+    rows = _audit_rows(conversation_id, message_id, audits, now)
+    if rows:
+        await run.run(_INSERT_AUDIT[len(rows)], _numbered(rows))

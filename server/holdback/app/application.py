@@ -34,6 +34,7 @@ from holdback.detect import DetectorSet
 from holdback.errors import describe
 from holdback.providers.base import Provider
 from holdback.providers.registry import make_provider
+from holdback.providers.transport import upstream_client
 from holdback.store.crypto import load_vault_key
 from holdback.store.locations import ensure_data_dir, resolve_data_dir, resolve_database_url
 from holdback.store.repository import Store
@@ -78,9 +79,9 @@ async def build_runtime(settings: Settings, provider: Provider | None = None) ->
         if provider is None:
             if not settings.model.startswith("demo"):
                 # One connection pool for the process: a client per reply would build a TLS
-                # context and open a connection for every reply.
-                limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
-                http = httpx.AsyncClient(limits=limits)
+                # context and open a connection for every reply. It streams through holdback's
+                # own transport unless a proxy variable applies (see providers/transport.py).
+                http = upstream_client(max_keepalive=256)
             provider = make_provider(
                 settings.model, env=env, demo_chunk_delay=settings.demo_chunk_delay, client=http
             )

@@ -1,0 +1,395 @@
+"""HTTP/1.1 on the client side, sans-I/O: a request out, one response at a time in.
+
+The rules it keeps:
+
+- a request head is written exactly as given, or refused if a header would be ambiguous (a
+  line break or control character in it); a request body is framed as its headers declare
+  and must match its Content-Length;
+
+- a response is read only as far as its framing says: chunked (trailers read and dropped),
+  a Content-Length, or until the peer closes; a response to HEAD, a 204 and a 304 have no
+  body whatever their headers say; interim 1xx responses are skipped;
+- anything the framing rules cannot read unambiguously is an error, never a guess: a malformed
+  status line, header or chunk line, disagreeing Content-Lengths, a transfer coding other than
+  `chunked`, or a head over `max_head` bytes;
+- a body the peer cut short (closed before the framing said it ended) is an error; a body
+  framed by the close itself ends there;
+- the connection may carry another request only after a complete response that was framed
+  by length or chunks, that did not ask to close, and after which nothing else arrived;
+- `body()` hands out every body byte that has arrived, without waiting for a chunk to be
+  whole, so a stream of small events is relayed as it comes.
+
+Error messages describe the framing fault and never quote the bytes received.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from holdback.errors import HoldbackError
+
+MAX_HEAD = 64 * 1024
+MAX_CHUNK_LINE = 4 * 1024
+
+_HEAD_END = re.compile(rb"\n\r?\n")
+_STATUS_LINE = re.compile(rb"HTTP/(1\.[01]) ([0-9]{3})(?: ([^\x00-\x08\x0a-\x1f\x7f]*))?")
+_HEADER_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*(.*?)[ \t]*")
+_HEADER_VALUE_BAD = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+_CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,15})[ \t]*(?:;[^\r\n]*)?\r?\n")
+_TOKEN = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_TARGET = re.compile(rb"[\x21-\x7e]+")
+
+
+class ResponseViolationError(HoldbackError):
+    """The upstream's response does not follow HTTP/1.1 framing."""
+
+
+class MalformedResponseError(ResponseViolationError):
+    """A status line, header, chunk line or framing header is not valid HTTP/1.1."""
+
+
+class ResponseHeadTooLargeError(ResponseViolationError):
+    """The status line and headers exceed the head limit."""
+
+
+class ResponseCutShortError(ResponseViolationError):
+    """The peer closed the connection before the response was complete."""
+
+
+class InvalidRequestHeadError(HoldbackError):
+    """A request method, target or header cannot be written as HTTP/1.1 without ambiguity."""
+
+
+class InvalidRequestBodyError(HoldbackError):
+    """A request body does not match the framing its headers declare."""
+
+
+def request_head(method: bytes, target: bytes, headers: Sequence[tuple[bytes, bytes]]) -> bytes:
+    """The request line and headers, ready to write. Headers are written as given."""
+    if _TOKEN.fullmatch(method) is None:
+        raise InvalidRequestHeadError("the request method is not an HTTP token")
+    if _TARGET.fullmatch(target) is None:
+        raise InvalidRequestHeadError("the request target has spaces or control characters")
+    parts = [method, b" ", target, b" HTTP/1.1\r\n"]
+    for name, value in headers:
+        if _TOKEN.fullmatch(name) is None:
+            raise InvalidRequestHeadError("a request header name is not an HTTP token")
+        if _HEADER_VALUE_BAD.search(value) is not None:
+            raise InvalidRequestHeadError("a request header value has control characters")
+        parts += (name, b": ", value, b"\r\n")
+    parts.append(b"\r\n")
+    return b"".join(parts)
+
+
+class RequestBodyFramer:
+    """A request body framed as its headers declare: chunked, or exactly its Content-Length
+    (no body when neither is given)."""
+
+    __slots__ = ("_chunked", "_limit", "_sent")
+
+    def __init__(self, headers: Sequence[tuple[bytes, bytes]]) -> None:
+        self._chunked = False
+        self._limit: int | None = None
+        self._sent = 0
+        for name, value in headers:
+            lower = name.lower()
+            if lower == b"transfer-encoding":
+                self._chunked = b"chunked" in value.lower()
+            elif lower == b"content-length":
+                if not value.isdigit():
+                    raise InvalidRequestBodyError("the request's Content-Length is not a number")
+                self._limit = int(value)
+        if self._chunked:
+            self._limit = None
+        elif self._limit is None:
+            self._limit = 0
+
+    def frame(self, part: bytes) -> bytes:
+        """The bytes to write for one non-empty part of the body."""
+        self._sent += len(part)
+        if self._limit is not None and self._sent > self._limit:
+            raise InvalidRequestBodyError("request body is longer than its Content-Length")
+        return b"%x\r\n%b\r\n" % (len(part), part) if self._chunked else part
+
+    def end(self) -> bytes:
+        """The bytes that end the body."""
+        if self._limit is not None and self._sent < self._limit:
+            raise InvalidRequestBodyError("request body is shorter than its Content-Length")
+        return b"0\r\n\r\n" if self._chunked else b""
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseHead:
+    """The final (non-1xx) response's status line and headers, names as the peer spelled them."""
+
+    status: int
+    reason: bytes
+    http_version: bytes
+    headers: list[tuple[bytes, bytes]]
+
+
+# Parser states. Plain ints: the body path compares them once per chunk.
+_HEAD, _LENGTH, _UNTIL_CLOSE, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_END, _TRAILERS, _DONE = range(8)
+
+
+class ResponseParser:
+    """One response, fed bytes as they arrive. `head()` first, then `body()` until `complete`."""
+
+    __slots__ = (
+        "_buf",
+        "_eof",
+        "_head_request",
+        "_max_head",
+        "_remaining",
+        "_scanned",
+        "_state",
+        "_trailer_bytes",
+        "keep_alive",
+        "received_any",
+    )
+
+    def __init__(self, *, head_request: bool = False, max_head: int = MAX_HEAD) -> None:
+        # Usually the buffer is the very bytes object that arrived (no copy); it becomes a
+        # bytearray only while pieces accumulate, so appending stays linear.
+        self._buf: bytes | bytearray = b""
+        self._eof = False
+        self._head_request = head_request
+        self._max_head = max_head
+        self._remaining = 0
+        self._scanned = 0
+        self._state = _HEAD
+        self._trailer_bytes = 0
+        self.keep_alive = False
+        self.received_any = False
+
+    # Input.
+
+    def feed(self, data: bytes) -> None:
+        if not data:
+            return
+        self.received_any = True
+        buf = self._buf
+        if not buf:
+            self._buf = data
+        elif isinstance(buf, bytearray):
+            buf += data
+        else:
+            self._buf = bytearray(buf) + data
+
+    def feed_eof(self) -> None:
+        self._eof = True
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not handed out yet."""
+        return len(self._buf)
+
+    @property
+    def complete(self) -> bool:
+        return self._state == _DONE
+
+    @property
+    def reusable(self) -> bool:
+        """Whether the connection may carry another request after this response."""
+        return self._state == _DONE and self.keep_alive and not self._buf and not self._eof
+
+    # The head.
+
+    def head(self) -> ResponseHead | None:
+        """The final response head once it has arrived, else None (feed more)."""
+        while self._state == _HEAD:
+            buf = self._buf
+            found = _HEAD_END.search(buf, max(self._scanned - 2, 0))
+            if found is None:
+                if len(buf) > self._max_head:
+                    raise ResponseHeadTooLargeError(f"response head exceeds {self._max_head} bytes")
+                if self._eof:
+                    raise ResponseCutShortError(
+                        "connection closed before a response head arrived"
+                        if not buf
+                        else "connection closed in the middle of the response head"
+                    )
+                self._scanned = len(buf)
+                return None
+            if found.start() > self._max_head:
+                raise ResponseHeadTooLargeError(f"response head exceeds {self._max_head} bytes")
+            raw = bytes(buf[: found.start()])
+            self._buf = buf[found.end() :]
+            self._scanned = 0
+            head = self._parse_head(raw)
+            if head is not None:
+                return head
+        raise RuntimeError("head() called after the head was read")
+
+    def _parse_head(self, raw: bytes) -> ResponseHead | None:
+        lines = raw.split(b"\n")
+        status_line = lines[0].removesuffix(b"\r")
+        match = _STATUS_LINE.fullmatch(status_line)
+        if match is None:
+            raise MalformedResponseError("malformed status line")
+        version, code, reason = match.group(1), int(match.group(2)), match.group(3) or b""
+        headers: list[tuple[bytes, bytes]] = []
+        for line in lines[1:]:
+            header = _HEADER_LINE.fullmatch(line.removesuffix(b"\r"))
+            if header is None:
+                raise MalformedResponseError("malformed header line")
+            value = header.group(2)
+            if _HEADER_VALUE_BAD.search(value) is not None:
+                raise MalformedResponseError("control character in a header value")
+            headers.append((header.group(1), value))
+        if code < 200:
+            if code == 101:
+                raise MalformedResponseError("101 Switching Protocols without an upgrade request")
+            if code < 100:
+                raise MalformedResponseError("status code below 100")
+            return None  # interim: the final response follows on the same connection
+        self._frame(version, code, headers)
+        return ResponseHead(code, reason, b"HTTP/" + version, headers)
+
+    def _frame(self, version: bytes, code: int, headers: list[tuple[bytes, bytes]]) -> None:
+        connection: set[bytes] = set()
+        codings: list[bytes] = []
+        lengths: set[bytes] = set()
+        for name, value in headers:
+            lower = name.lower()
+            if lower == b"connection":
+                connection.update(t.strip().lower() for t in value.split(b","))
+            elif lower == b"transfer-encoding":
+                codings += (t.strip().lower() for t in value.split(b",") if t.strip())
+            elif lower == b"content-length":
+                lengths.update(t.strip() for t in value.split(b","))
+        if version == b"1.1":
+            self.keep_alive = b"close" not in connection
+        else:
+            self.keep_alive = b"keep-alive" in connection and b"close" not in connection
+        if self._head_request or code in (204, 304):
+            self._state = _DONE
+            return
+        if codings:
+            if codings != [b"chunked"]:
+                raise MalformedResponseError("unsupported transfer-encoding")
+            if lengths:
+                # Both framings at once: read by chunks, but never trust this connection again.
+                self.keep_alive = False
+            self._state = _CHUNK_SIZE
+            return
+        if lengths:
+            if len(lengths) != 1:
+                raise MalformedResponseError("conflicting Content-Length values")
+            (length,) = lengths
+            if not length.isdigit() or len(length) > 18:
+                raise MalformedResponseError("invalid Content-Length")
+            self._remaining = int(length)
+            self._state = _LENGTH if self._remaining else _DONE
+            return
+        self.keep_alive = False  # the close is the framing
+        self._state = _UNTIL_CLOSE
+
+    # The body.
+
+    def body(self) -> bytes:
+        """Every body byte that can be handed out now (b"" when none: feed more or done)."""
+        if not self._buf and not self._eof:
+            return b""  # nothing new arrived: no state can change
+        state = self._state
+        if state >= _CHUNK_SIZE:
+            if state == _DONE:
+                return b""
+            return self._chunked()
+        buf = self._buf
+        if state == _LENGTH:
+            if not buf:
+                if self._eof:
+                    raise ResponseCutShortError("connection closed before the body's end")
+                return b""
+            remaining = self._remaining
+            if len(buf) <= remaining:
+                data = bytes(buf)
+                self._buf = b""
+            else:
+                data = bytes(buf[:remaining])
+                self._buf = buf[remaining:]
+            self._remaining = remaining = remaining - len(data)
+            if not remaining:
+                self._state = _DONE
+            return data
+        if state == _UNTIL_CLOSE:
+            data = bytes(buf)
+            self._buf = b""
+            if self._eof:
+                self._state = _DONE
+            return data
+        raise RuntimeError("body() called before the head was read")
+
+    def _chunked(self) -> bytes:
+        buf = self._buf
+        end = len(buf)
+        pos = 0
+        state = self._state
+        pieces: list[bytes] = []
+        while pos < end:
+            if state == _CHUNK_SIZE:
+                match = _CHUNK_LINE.match(buf, pos)
+                if match is None:
+                    newline = buf.find(b"\n", pos, pos + MAX_CHUNK_LINE)
+                    if newline >= 0 or end - pos >= MAX_CHUNK_LINE:
+                        raise MalformedResponseError("malformed chunk size line")
+                    break
+                pos = match.end()
+                size = int(match.group(1), 16)
+                if size:
+                    self._remaining = size
+                    state = _CHUNK_DATA
+                else:
+                    state = _TRAILERS
+            elif state == _CHUNK_DATA:
+                stop = pos + self._remaining
+                if stop <= end:
+                    pieces.append(bytes(buf[pos:stop]))
+                    pos = stop
+                    state = _CHUNK_END
+                else:
+                    pieces.append(bytes(buf[pos:]))
+                    self._remaining -= end - pos
+                    pos = end
+            elif state == _CHUNK_END:
+                first = buf[pos]
+                if first == 10:  # LF alone, as lenient peers send it
+                    pos += 1
+                elif first != 13:
+                    raise MalformedResponseError("chunk data longer than its size line says")
+                elif pos + 1 == end:
+                    break
+                elif buf[pos + 1] != 10:
+                    raise MalformedResponseError("chunk data longer than its size line says")
+                else:
+                    pos += 2
+                state = _CHUNK_SIZE
+            elif state == _TRAILERS:
+                newline = buf.find(b"\n", pos)
+                if newline < 0:
+                    if self._trailer_bytes + end - pos > self._max_head:
+                        raise ResponseHeadTooLargeError("response trailers exceed the head limit")
+                    break
+                line = buf[pos:newline].removesuffix(b"\r")
+                self._trailer_bytes += newline + 1 - pos
+                pos = newline + 1
+                if not line:
+                    state = _DONE
+                    break
+                if _HEADER_LINE.fullmatch(line) is None:
+                    raise MalformedResponseError("malformed trailer line")
+                if self._trailer_bytes > self._max_head:
+                    raise ResponseHeadTooLargeError("response trailers exceed the head limit")
+            else:  # _DONE
+                break
+        self._state = state
+        if pos:
+            self._buf = buf[pos:] if pos < end else b""
+        if not pieces:
+            if self._eof and state != _DONE:
+                raise ResponseCutShortError("connection closed before the last chunk")
+            return b""
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)

@@ -73,14 +73,7 @@ class DetectorSet:
             found.extend(c.findings)
             hold = min(hold, c.hold)
         if not final:
-            moved = True
-            while moved:
-                moved = False
-                for f in found:
-                    if f.start < hold < f.end:
-                        hold = f.start
-                        moved = True
-            found = [f for f in found if f.end <= hold]
+            found, hold = settle(found, hold)
         if norm.text is text:
             return Scan(found, hold)
         mapped = []
@@ -97,6 +90,18 @@ class DetectorSet:
             if all(f.end <= c.start or c.end <= f.start for c in chosen):
                 chosen.append(f)
         return sorted(chosen, key=lambda f: f.start)
+
+
+def settle(found: list[Finding], hold: int) -> tuple[list[Finding], int]:
+    """The decided findings of a partial scan, and its hold once no finding straddles it."""
+    moved = True
+    while moved:
+        moved = False
+        for f in found:
+            if f.start < hold < f.end:
+                hold = f.start
+                moved = True
+    return [f for f in found if f.end <= hold], hold
 
 
 def _normalized_offset(origin: list[int] | None, original: int) -> int:

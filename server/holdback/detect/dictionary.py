@@ -32,6 +32,7 @@ class TermMatcher:
         self._automaton = ahocorasick.Automaton()
         longest = 0
         count = 0
+        heads: set[str] = set()
         for term in terms:
             key = normalize_term(term)
             if not key:
@@ -39,8 +40,12 @@ class TermMatcher:
             self._automaton.add_word(key, len(key))
             longest = max(longest, len(key))
             count += 1
+            heads.add(key[:2])
         self.max_len = longest
         self.size = count
+        # How the terms begin (folded): their first two characters, or the whole of a short one.
+        self.heads = frozenset(heads)
+        self.firsts = frozenset(h[0] for h in heads)
         if count:
             self._automaton.make_automaton()
 
@@ -62,6 +67,11 @@ class TermMatcher:
         if not self.size:
             return Candidates([], endpos)
         folded = fold_case(text[:endpos])
+        hold = self.open_tail(folded, pos, endpos) if partial else endpos
+        return Candidates(self.found(text, folded, pos, endpos), hold)
+
+    def found(self, text: str, folded: str, pos: int, endpos: int) -> list[Finding]:
+        """Every match starting at or after `pos` (the longest at each start)."""
         longest_at: dict[int, int] = {}
         for last, length in self._automaton.iter(folded, pos, endpos):
             start = last + 1 - length
@@ -70,19 +80,30 @@ class TermMatcher:
                 continue
             if end > longest_at.get(start, 0):
                 longest_at[start] = end
-        hold = self._open_tail(folded, pos, endpos) if partial else endpos
-        findings = [
+        return [
             Finding(start, end, self.kind, text[start:end])
             for start, end in sorted(longest_at.items())
         ]
-        return Candidates(findings, hold)
 
-    def _open_tail(self, folded: str, pos: int, endpos: int) -> int:
+    def open_tail(self, folded: str, pos: int, endpos: int) -> int:
         """The earliest start whose text up to the end is a prefix of some term (or a term)."""
         for start in range(max(pos, endpos - self.max_len), endpos):
-            inside_a_word = start > 0 and is_word_char(folded[start - 1])
-            if self.whole_words and inside_a_word and is_word_char(folded[start]):
-                continue
-            if self._automaton.match(folded[start:endpos]):
+            if self.open_at(folded, start, endpos):
                 return start
         return endpos
+
+    def open_at(self, folded: str, start: int, endpos: int) -> bool:
+        inside_a_word = start > 0 and is_word_char(folded[start - 1])
+        if self.whole_words and inside_a_word and is_word_char(folded[start]):
+            return False
+        return bool(self._automaton.match(folded[start:endpos]))
+
+    def begins_term(self, folded: str, start: int, endpos: int) -> bool:
+        """Whether some term is a prefix of the text from `start` (ignoring word bounds)."""
+        key = folded[start:endpos]
+        reach = self._automaton.longest_prefix(key)
+        return any(self._automaton.exists(key[:k]) for k in range(1, reach + 1))
+
+    def is_prefix(self, folded: str, start: int, endpos: int) -> bool:
+        """Whether the text from `start` is a prefix of some term, for a start already open."""
+        return bool(self._automaton.match(folded[start:endpos]))

@@ -71,6 +71,13 @@ def normalize(text: str) -> Normalized:
 _DROPPED_SET = frozenset(_DROPPED)
 
 
+def normalize_in_place(text: str) -> str | None:
+    """The normalized text when no character is dropped (so offsets are unchanged), else None."""
+    if not _SPECIAL.search(text):
+        return text
+    return None if _DROPS.search(text) else text.translate(_TABLE)
+
+
 def fold_case(text: str) -> str:
     """Lower-case without changing the length (so offsets survive): `İ` stays as it is."""
     lowered = text.lower()

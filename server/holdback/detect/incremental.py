@@ -1,0 +1,323 @@
+"""Screening a stream incrementally: `DetectorSet.scan`'s answer, without redoing proven work.
+
+The output guard scans its held text again after every chunk, and most of it was screened
+before: a chunk usually adds a few letters to a held word. `StreamScanner.scan` answers exactly
+what `DetectorSet.scan(text, start, final=False)` answers: the decided findings and the hold,
+the first position where some detector is still open. It keeps what earlier scans of the same
+stream proved, on these rules:
+
+- A start that is not open stays closed as the text grows (a text that is not the prefix of a
+  match never becomes one). So positions found closed for every detector are never asked again,
+  and the hold is found by asking, from the front of what is left, until one position is open.
+- A match can only begin where the detector's tables say it may (`holdback.detect.traits`):
+  only those positions, with the detectors that may begin there, are kept as candidates.
+- No start is open before a character out of its detector's alphabet. A start followed by
+  nothing but the detector's `word` characters is open; one whose run of them ends too soon
+  (`short`) is not. Those rules answer most questions without the pattern.
+- A decided match begins at a candidate found closed, and holds one of its detector's `needs`
+  characters: until both are in the held text, the detector has no findings to look for, and
+  it looks from the first such candidate. A finding that starts at or after the hold does not
+  change the outcome, so the findings are those that start before it.
+
+Detectors other than patterns and term lists are asked on every scan, as `DetectorSet.scan` asks
+them. A text that loses characters to normalization, or whose case folding depends on context
+(a capital sigma), is left to `DetectorSet.scan`, and what was proved is forgotten, as it is
+when the caller scans a final window itself (`forget()`). Positions kept are stream offsets.
+"""
+
+from __future__ import annotations
+
+from holdback.detect import traits
+from holdback.detect.base import Finding
+from holdback.detect.detectors import DetectorSet, settle
+from holdback.detect.dictionary import TermMatcher
+from holdback.detect.normalize import fold_case, normalize_in_place
+from holdback.detect.regex_detector import RegexDetector
+
+_SIGMA = "\u03a3"  # folds by its context (final sigma), so folded text is not per character
+
+
+class StreamScanner:
+    """`DetectorSet.scan(text, start, final=False)` for the successive scans of one stream.
+
+    Each scan is of `text` (released context, then held text from `start` on), whose first
+    character is at stream offset `offset`. Scans move forward: neither the held text's start
+    nor the text's end goes back, and the held text never starts past the last scan's hold;
+    a scan that breaks these starts afresh.
+    """
+
+    def __init__(self, detectors: DetectorSet) -> None:
+        self.detectors = detectors
+        self._parts = list(detectors.detectors)
+        self._tables = traits.for_detectors(self._parts)
+        self._patterns: dict[int, RegexDetector] = {}
+        self._terms: dict[int, TermMatcher] = {}
+        self._others: list[int] = []
+        self._short = [d.short if isinstance(d, RegexDetector) else 0 for d in self._parts]
+        self._pattern_bits = self._word_bits = self._needs_bits = self._term_bits = 0
+        self._behind_bits = self._always = 0
+        for j, d in enumerate(self._parts):
+            bit = 1 << j
+            if isinstance(d, RegexDetector):
+                self._patterns[j] = d
+                self._pattern_bits |= bit
+                self._word_bits |= bit if d.word else 0
+                self._needs_bits |= bit if d.needs is not None else 0
+                self._behind_bits |= bit if d.lookback else 0
+                self._always |= bit if d.needs is None else 0
+            elif isinstance(d, TermMatcher) and traits.is_terms(d):
+                self._terms[j] = d
+                self._term_bits |= bit
+            else:
+                self._others.append(j)
+        self.forget()
+
+    def forget(self) -> None:
+        """Drop what earlier scans proved; the next scan starts afresh."""
+        n = len(self._parts)
+        self._text: str | None = None
+        self._offset = self._pos = self._end = self._held = 0
+        self._starts: list[int] = []  # candidate positions, in order, from the held text on
+        self._masks: list[int] = []  # for each: the detectors not yet ruled out there
+        self._cut = [0] * n  # nothing before it is open: a character out of the alphabet
+        self._word_from = [0] * n  # from here to the end: nothing but `word` characters
+        self._needle = [-1] * n  # where the last `needs` character is
+        self._dropped = [-1] * n  # the last position where the detector was ruled out
+        self._first_drop = [-1] * n  # the first such in the held text, if still so
+        self._due = 0  # may have findings: a `needs` character and a ruled-out start in reach
+        self._folded: str | None = None
+
+    def scan(self, text: str, start: int, offset: int) -> tuple[list[Finding], int]:
+        """The findings and the hold `DetectorSet.scan(text, start, final=False)` reports."""
+        norm = text if text.isascii() and text.isprintable() else self._normalized(text, offset)
+        if norm is None or _SIGMA in norm:
+            self.forget()
+            whole = self.detectors.scan(text, start, final=False)
+            return whole.findings, whole.hold
+        pos, end = offset + start, offset + len(text)
+        if self._text is None or not self._pos <= pos <= self._held or end < self._end:
+            self.forget()
+            self._end = pos
+            self._word_from = [pos] * len(self._parts)
+            self._read_context(norm, offset, pos)
+        self._text, self._offset, self._pos, self._folded = norm, offset, pos, None
+        self._read(norm, offset, self._end, pos)
+        self._end = end
+        hold = self._first_open(norm, offset, pos, end)
+        found: list[Finding] = []
+        for j in self._others:
+            c = self._parts[j].candidates(norm, pos - offset, end - offset, partial=True)
+            found.extend(c.findings)
+            hold = min(hold, c.hold + offset)
+        if self._due | self._always:
+            self._decided(norm, offset, pos, hold, found)
+        held = hold - offset
+        if found:
+            found, held = settle(found, held)
+        self._held = held + offset
+        if found and norm != text:  # values are reported as the original text spells them
+            found = [Finding(f.start, f.end, f.kind, text[f.start : f.end]) for f in found]
+        return found, held
+
+    def _normalized(self, text: str, offset: int) -> str | None:
+        """The normalized text, reusing the last scan's for the part both share; None if the
+        text loses characters to normalization (offsets would no longer be the original's)."""
+        old = self._text
+        if old is not None:
+            skip = offset - self._offset
+            kept = len(old) - skip
+            if skip >= 0 and 0 <= kept <= len(text):
+                tail = normalize_in_place(text[kept:])
+                return None if tail is None else old[skip:] + tail
+        return normalize_in_place(text)
+
+    def _read_context(self, text: str, offset: int, pos: int) -> None:
+        """Where the last `needs` characters of the released context are."""
+        left = self._needs_bits
+        for i in range(pos - offset - 1, -1, -1):
+            needs = self._tables.char(text[i])[2] & left
+            if needs:
+                self._needles(needs, i + offset, pos)
+                left &= ~needs
+                if not left:
+                    break
+
+    def _read(self, text: str, offset: int, lo: int, pos: int) -> None:
+        """Take in the new characters, from stream offset `lo` to the end of `text`: the
+        candidate starts, where runs of each alphabet and of each `word` class end, and the
+        last `needs` characters."""
+        tables = self._tables
+        near = tables.near
+        alpha_left, word_left, needs_left = self._pattern_bits, self._word_bits, self._needs_bits
+        events: list[tuple[int, int, int, int]] = []  # where something ends or is needed
+        starts: list[int] = []
+        masks: list[int] = []
+        for i in range(len(text) - 1, lo - offset - 1, -1):
+            if i:
+                key = text[i - 1 : i + 2]  # the last character has no character after it yet
+                info = near.get(key) or tables.info(key, 1)
+            else:
+                info = tables.info(text[:2], 0)
+            mask, alpha, word, needs = info
+            if mask:
+                starts.append(i + offset)
+                masks.append(mask)
+            broken = alpha_left & ~alpha
+            ended = word_left & ~word
+            needs &= needs_left
+            if broken | ended | needs:
+                events.append((i + offset, broken, ended, needs))
+                alpha_left ^= broken
+                word_left ^= ended
+                needs_left ^= needs
+        if starts:
+            starts.reverse()
+            masks.reverse()
+            self._starts += starts
+            self._masks += masks
+        if not events:
+            return
+        live = 0
+        for mask in self._masks:
+            live |= mask
+        word_from, cut = self._word_from, self._cut
+        for at, broken, ended, needs in events:
+            # Only a detector with candidates has use for where its run of alphabet ends.
+            for j in _bits(broken & live):
+                cut[j] = at + 1
+            for j in _bits(ended):
+                word_from[j] = at + 1
+            if needs:
+                self._needles(needs, at, pos)
+
+    def _needles(self, mask: int, at: int, pos: int) -> None:
+        """Note the last `needs` character of the detectors of `mask`."""
+        dropped, needle = self._dropped, self._needle
+        due = mask & self._behind_bits  # a run from before the held text may take it in
+        for j in _bits(mask):
+            needle[j] = at
+            if dropped[j] >= pos:
+                due |= 1 << j
+        self._due |= due
+
+    def _drop(self, mask: int, at: int, pos: int) -> None:
+        """Note that the detectors of `mask` are ruled out at `at`, where a match may begin."""
+        dropped, first, needle = self._dropped, self._first_drop, self._needle
+        due = mask & self._term_bits  # a term can only be where a start was ruled out
+        for j in _bits(mask):
+            if dropped[j] < pos:
+                first[j] = at
+            dropped[j] = at
+            if needle[j] >= pos:
+                due |= 1 << j
+        self._due |= due
+
+    def _first_open(self, text: str, offset: int, pos: int, end: int) -> int:
+        """The first candidate where some detector is open (`end` if none is). Candidates
+        before it are emptied and forgotten: what is ruled out stays ruled out."""
+        starts, masks = self._starts, self._masks
+        words, word_from, short = self._word_bits, self._word_from, self._short
+        char = self._tables.char
+        rel_end = end - offset
+        cut = self._cut
+        for k, s in enumerate(starts):
+            if s < pos:
+                continue
+            mask = masks[k]
+            # First the `word` rule, which needs no pattern: where a word detector is open
+            # by it, nothing else needs asking.
+            for j in _bits(mask & words):
+                if s >= word_from[j]:
+                    del starts[:k], masks[:k]
+                    masks[0] = mask
+                    return s
+                if word_from[j] - 1 - s < short[j] and char(text[s - offset])[1] >> j & 1:
+                    cut[j] = max(cut[j], s + 1)  # its run of `word` characters ended too soon
+            for j in _bits(mask):
+                if s >= cut[j] and self._is_open(j, text, s, offset, rel_end):
+                    if mask != masks[k]:
+                        self._drop(self._may_begin(masks[k] ^ mask, text, s, offset), s, pos)
+                    del starts[:k], masks[:k]
+                    masks[0] = mask
+                    return s
+                mask ^= 1 << j
+            self._drop(self._may_begin(masks[k], text, s, offset), s, pos)
+        starts.clear()
+        masks.clear()
+        return end
+
+    def _may_begin(self, mask: int, text: str, s: int, offset: int) -> int:
+        """`mask` without the term lists for which no term begins at `s`: once a start is no
+        longer open, all the terms that begin there are in the text."""
+        terms = mask & self._term_bits
+        if terms and self._folded is not None:
+            for j in _bits(terms):
+                if not self._terms[j].begins_term(self._folded, s - offset, len(text)):
+                    mask &= ~(1 << j)
+        return mask
+
+    def _is_open(self, j: int, text: str, s: int, offset: int, rel_end: int) -> bool:
+        d = self._patterns.get(j)
+        if d is not None:
+            return d.is_open(text, s - offset, rel_end)
+        if self._folded is None:
+            self._folded = fold_case(text)
+        return self._terms[j].open_at(self._folded, s - offset, rel_end)
+
+    def _decided(self, text: str, offset: int, pos: int, hold: int, found: list[Finding]) -> None:
+        """The findings of the detectors that may have some: they start before the hold (a
+        finding that starts after it cannot change the scan, once settled)."""
+        rel_pos, rel_end, rel_hold = pos - offset, len(text), hold - offset
+        for j in _bits(self._due | self._always):
+            bit = 1 << j
+            d = self._patterns.get(j)
+            if d is None:
+                if self._dropped[j] < pos:
+                    self._due &= ~bit
+                    continue
+                if self._folded is None:
+                    self._folded = fold_case(text)
+                terms = self._terms[j].found(text, self._folded, rel_pos, rel_end)
+                found.extend(f for f in terms if f.start < rel_hold)
+                continue
+            needle = self._needle[j]
+            if d.needs is None or (needle >= pos and self._dropped[j] >= pos):
+                # A match begins where the detector was ruled out: from the first such on,
+                # unless a match from before `pos` can reach past it (the look-back's case).
+                run = self._run_before(j, d, text, offset, pos) if d.lookback else pos
+                since = None if run < pos else max(pos, self._first_drop[j]) - offset
+                found.extend(d.decided(text, rel_pos, rel_end, rel_hold, since=since))
+            elif d.lookback and max(offset, pos - d.lookback) <= needle < pos < hold:
+                if self._run_before(j, d, text, offset, pos) <= needle:
+                    found.extend(d.decided(text, rel_pos, rel_end, rel_hold))
+            elif needle < pos or not d.lookback:
+                self._due &= ~bit
+
+    def _run_before(self, j: int, d: RegexDetector, text: str, offset: int, pos: int) -> int:
+        """Where a match that begins before `pos` and reaches past it can begin, at the
+        earliest (`pos` if none can): in the run of alphabet characters across `pos`, at a
+        start. Only such a match can report values after `pos`."""
+        bit = 1 << j
+        char = self._tables.char
+        rel_pos = pos - offset
+        if rel_pos == 0 or rel_pos >= len(text) or not char(text[rel_pos])[0] & bit:
+            return pos
+        first = max(0, rel_pos - d.lookback)
+        i = rel_pos
+        while i > first and char(text[i - 1])[0] & bit:
+            i -= 1
+        m = d.starts.search(text, i, len(text)) if i < rel_pos else None
+        return m.start() + offset if m is not None and m.start() < rel_pos else pos
+
+
+_INDICES: dict[int, tuple[int, ...]] = {}
+
+
+def _bits(mask: int) -> tuple[int, ...]:
+    """The detectors of a mask (masks recur, so their lists are kept)."""
+    indices = _INDICES.get(mask)
+    if indices is None:
+        indices = tuple(j for j in range(mask.bit_length()) if mask >> j & 1)
+        if len(_INDICES) < 1 << 16:
+            _INDICES[mask] = indices
+    return indices

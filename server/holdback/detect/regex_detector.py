@@ -1,0 +1,177 @@
+"""A detector made of a regular expression: a pattern proposes, a validator decides.
+
+Every pattern consumes the *longest* run that could hold a value of its kind and starts only
+where such a run can start (its look-behind rejects the middle of a word or number). The
+validator then picks the value out of the run, or rejects it. Keeping runs maximal is what makes
+the streaming contract of `holdback.detect.base` hold: a start whose run could still reach past
+the end of the text (the pattern matches, or partially matches, all the way to the end) is
+reported as open, never cut short and accepted.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable
+
+import regex
+
+from holdback.detect.base import Candidates, Finding
+
+# A check takes the match and returns the value's span, or None to reject it; a check for a run
+# that may hold several values (phone numbers side by side) returns a list of spans.
+Check = Callable[["regex.Match[str]"], "tuple[int, int] | list[tuple[int, int]] | None"]
+
+
+class RegexDetector:
+    """A pattern, a validator, and what the streaming contract needs to find open starts.
+
+    `alphabet` is a character class holding every character a match can contain; `starts` is a
+    cheap pattern that matches wherever a match could begin. A start is *open* when the whole
+    text from it to the end is a prefix of some match (`fullmatch(..., partial=True)`): that can
+    only happen inside the trailing run of alphabet characters, which is all that is searched.
+
+    Three declarations let a stream be screened incrementally (`holdback.detect.incremental`);
+    tests hold every built-in detector to them. `needs`: characters of which every match holds
+    one, unless it runs to the end of the text (with a `lookback`, every match); the gate, by
+    default. `word`: characters that keep a start open, whatever they spell: a start (judged by
+    its character and the one before it) followed by nothing but `word` characters up to the end
+    is open. `short`: a start at a `word` character whose run of them ends, before the end, in
+    fewer characters than this is not open.
+    """
+
+    __slots__ = (
+        "_gate",
+        "_tail",
+        "alphabet",
+        "check",
+        "gate",
+        "kind",
+        "lookback",
+        "needs",
+        "pattern",
+        "short",
+        "starts",
+        "word",
+    )
+
+    def __init__(
+        self,
+        kind: str,
+        pattern: regex.Pattern[str],
+        check: Check,
+        *,
+        alphabet: str,
+        starts: str,
+        lookback: int = 0,
+        gate: str | None = None,
+        needs: str | None = None,
+        word: str | None = None,
+        short: int = 0,
+    ) -> None:
+        self.kind = kind
+        self.pattern = pattern
+        self.check = check
+        # A run that may hold several values is matched from its own start, up to `lookback`
+        # characters before `pos`, so a scan resumed inside it still finds the values after.
+        self.lookback = lookback
+        self.alphabet = alphabet
+        self._tail = regex.compile(rf"(?r){alphabet}*")
+        self.starts = regex.compile(starts)
+        # A character that every match, and every open start, must contain: a text without
+        # one is skipped at the cost of one quick search (most reply text has no digit).
+        self.gate = gate
+        self._gate = re.compile(gate) if gate else None
+        self.needs = needs if needs is not None else gate
+        self.word = word
+        self.short = short
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return (self.kind,)
+
+    def open_start(self, text: str, pos: int, endpos: int) -> int:
+        """The first start whose match could still run past `endpos`; `endpos` if none."""
+        tail = self._tail.search(text, pos, endpos)
+        run_start = tail.start() if tail is not None and tail.end() == endpos else endpos
+        fullmatch = self.pattern.fullmatch
+        for m in self.starts.finditer(text, run_start, endpos):
+            if fullmatch(text, m.start(), endpos, partial=True) is not None:
+                return m.start()
+        return endpos
+
+    def is_open(self, text: str, start: int, endpos: int) -> bool:
+        """Whether `start` is an open start, for a start inside the trailing alphabet run."""
+        if self.starts.match(text, start, endpos) is None:
+            return False
+        return self.pattern.fullmatch(text, start, endpos, partial=True) is not None
+
+    def run_start(self, text: str, pos: int, endpos: int) -> int:
+        """Where the run of alphabet characters that ends at `endpos` begins (not before `pos`)."""
+        tail = self._tail.search(text, pos, endpos)
+        return tail.start() if tail is not None and tail.end() == endpos else endpos
+
+    def candidates(self, text: str, pos: int, endpos: int, *, partial: bool) -> Candidates:
+        if self._gate is not None and not self._gate.search(
+            text, max(0, pos - self.lookback), endpos
+        ):
+            return Candidates([], endpos)
+        hold = self.open_start(text, pos, endpos) if partial else endpos
+        return Candidates(self.decided(text, pos, endpos, hold), hold)
+
+    def decided(
+        self, text: str, pos: int, endpos: int, hold: int, *, since: int | None = None
+    ) -> list[Finding]:
+        """The findings that start in `pos..hold`, where no start is open.
+
+        Matches are tried from `lookback` before `pos`, or from `since` if given (a caller that
+        knows no match from before `since` reaches past `pos` saves the look-back).
+        """
+        findings: list[Finding] = []
+        first = max(0, pos - self.lookback) if since is None else since
+        for m in self.pattern.finditer(text, first, endpos, overlapped=True):
+            if m.start() >= hold:
+                break
+            spans = self.check(m)
+            if spans is None:
+                continue
+            for start, end in spans if isinstance(spans, list) else [spans]:
+                if end > start and start >= pos:
+                    findings.append(Finding(start, end, self.kind, text[start:end]))
+        return findings
+
+
+def whole(check: Callable[[str], bool]) -> Check:
+    cached = functools.lru_cache(maxsize=4096)(check)
+
+    def run(m: regex.Match[str]) -> tuple[int, int] | None:
+        return m.span() if cached(m.group()) else None
+
+    return run
+
+
+def glued(m: regex.Match[str]) -> bool:
+    """Whether the run's last group runs straight into a word (`0x`, `42@host`)."""
+    after = m.string[m.end() : m.end() + 1]
+    return bool(after) and (after.isalnum() or after in "_@")
+
+
+def longest_group_prefix(check: Callable[[str], bool], separators: str) -> Check:
+    """Accept the run, or the longest prefix of it that ends at a group boundary and passes.
+
+    A last group glued to the word after it belongs to that word, never to the value.
+    """
+    cached = functools.lru_cache(maxsize=4096)(check)
+
+    def run(m: regex.Match[str]) -> tuple[int, int] | None:
+        text = m.group()
+        ends = [i for i, c in enumerate(text) if c in separators]
+        if not glued(m):
+            ends.append(len(text))
+        for end in reversed(ends):
+            candidate = text[:end].rstrip(separators)
+            if candidate and cached(candidate):
+                return m.start(), m.start() + len(candidate)
+        return None
+
+    return run

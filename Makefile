@@ -60,6 +60,7 @@ test: lint typecheck pytest
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
+	$(BIN)/python bench/transport_bench.py
 
 bench-server: $(STAMP)
 	$(BIN)/python bench/server_load.py

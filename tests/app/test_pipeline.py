@@ -39,6 +39,7 @@ from holdback.providers.events import (
     ToolCallStart,
 )
 from holdback.store import Store, VaultKey
+from holdback.store.errors import DatabaseLockedError
 from holdback.stream import forbidden_matcher
 from tests.app.support import (
     CARD,
@@ -387,3 +388,73 @@ def test_reply_detach_is_idempotent() -> None:
     reply.detach(sink)
     reply.emit({"type": "assistant_delta", "text": "x"})
     assert sink.frames == []
+
+
+async def test_a_cancel_while_the_reply_is_being_stored_still_stores_it_and_ends_it(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    user = await store.create_user("alice", None)
+    svc = service(store, ScriptedProvider(echo(), delay=0.001))
+    gate = asyncio.Event()
+    writing = asyncio.Event()
+    real_finish = store.finish_reply
+
+    async def slow_finish(*args: Any, **kwargs: Any) -> None:
+        writing.set()
+        await gate.wait()
+        await real_finish(*args, **kwargs)
+
+    monkeypatch.setattr(store, "finish_reply", slow_finish)
+    sink = Collector()
+    reply = await svc.submit(user.id, None, "hello there, see you soon", sink)
+    assert reply.task is not None
+    await asyncio.wait_for(writing.wait(), timeout=5)
+    reply.task.cancel()  # Stop or shutdown arrives while the write waits for the lock
+    await asyncio.sleep(0.05)
+    gate.set()
+    with pytest.raises(asyncio.CancelledError):
+        await reply.task
+    done = sink.last()
+    assert done["type"] == "assistant_done"
+    assert done["status"] == "complete"
+    stored = (await store.list_messages(reply.conversation_id))[1]
+    assert stored.status == "complete"
+    assert stored.text == sink.text() == "hello there, see you soon"
+    assert reply.conversation_id not in svc.replies
+
+
+async def test_a_reply_that_cannot_be_stored_still_ends_and_says_so(
+    store: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    user = await store.create_user("alice", None)
+    svc = service(store, ScriptedProvider(echo(), delay=0.001))
+
+    async def failing_finish(*args: Any, **kwargs: Any) -> None:
+        raise DatabaseLockedError("the database is locked (gave up after waiting 5s)")
+
+    monkeypatch.setattr(store, "finish_reply", failing_finish)
+    sink = await run_reply(svc, user.id, "write to canary.value@example.org please")
+    codes = [f.get("code") for f in sink.frames if f["type"] == "error"]
+    assert codes == ["storage_failed"]
+    done = sink.last()
+    assert done["type"] == "assistant_done"
+    assert done["status"] == "incomplete"
+    assert "canary.value" not in caplog.text
+    assert all("canary.value" not in f.get("message", "") for f in sink.frames)
+
+
+async def test_busy_is_refused_without_telling_another_user_the_conversation_exists(
+    store: Store,
+) -> None:
+    user = await store.create_user("alice", None)
+    other = await store.create_user("mallory", None)
+    svc = service(store, ScriptedProvider(echo(), delay=0.01))
+    reply = await svc.submit(user.id, None, "a fairly long message " * 5, Collector())
+    with pytest.raises(ChatError) as refused:
+        await svc.submit(other.id, reply.conversation_id, "mine now", Collector())
+    assert refused.value.code == "not_found"
+    with pytest.raises(ChatError) as busy:
+        await svc.submit(user.id, reply.conversation_id, "again", Collector())
+    assert busy.value.code == "busy"
+    assert reply.task is not None
+    await asyncio.wait_for(reply.task, timeout=10)

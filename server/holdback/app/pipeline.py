@@ -145,6 +145,11 @@ class ChatService:
         """Accept a user message and start its reply; returns once the reply is under way."""
         if not self.limiter.allow(user_id):
             raise ChatError("rate_limited", "too many messages; wait a moment and try again")
+        if conversation_id is not None and conversation_id in self.replies:
+            # Refused before the vault is read and decrypted; checked again below, after the
+            # awaits, because a reply may have started meanwhile.
+            await self._check_owner(user_id, conversation_id)
+            raise ChatError("busy", "a reply is already streaming in this conversation")
         if conversation_id is None:
             conversation = await self.store.create_conversation(user_id, "")
             stored: dict[str, str] = {}
@@ -163,6 +168,7 @@ class ChatService:
                 {"start": m.start, "end": m.end, "kind": m.kind, "token": m.token} for m in masked
             ]
             title = None if conversation.title else make_title(masked_text)
+            accepted_title = restore(title or conversation.title, vault.index())
             # One transaction: the user message, its title and audit, the history the model
             # reads, and the placeholder the reply is written into.
             turn = await self.store.begin_reply(
@@ -173,36 +179,38 @@ class ChatService:
                 owner_id=user_id,
                 masked=Counter(m.kind for m in masked),
             )
-            emit(
-                {
-                    "type": "message_accepted",
-                    "conversation_id": conversation.id,
-                    "message_id": turn.user.id,
-                    "masked": spans,
-                    "title": restore(title or conversation.title, vault.index()),
-                }
-            )
-            history = turn.history
-            reply.message_id = turn.assistant.id
-            reply.emit(
-                {
-                    "type": "assistant_start",
-                    "conversation_id": conversation.id,
-                    "message_id": turn.assistant.id,
-                }
-            )
         except BaseException:
             self.replies.pop(reply.conversation_id, None)
             raise
+        # From here the placeholder exists, so the reply task owns it and always finishes it.
+        reply.message_id = turn.assistant.id
         reply.task = asyncio.create_task(
-            self._run(reply, vault, history), name=f"reply-{reply.message_id}"
+            self._run(reply, vault, turn.history), name=f"reply-{reply.message_id}"
+        )
+        emit(
+            {
+                "type": "message_accepted",
+                "conversation_id": conversation.id,
+                "message_id": turn.user.id,
+                "masked": spans,
+                "title": accepted_title,
+            }
+        )
+        reply.emit(
+            {
+                "type": "assistant_start",
+                "conversation_id": conversation.id,
+                "message_id": turn.assistant.id,
+            }
         )
         return reply
 
-    async def cancel(self, user_id: str, conversation_id: str) -> bool:
-        conversation = await self.store.get_conversation(conversation_id, user_id)
-        if conversation is None:
+    async def _check_owner(self, user_id: str, conversation_id: str) -> None:
+        if await self.store.get_conversation(conversation_id, user_id) is None:
             raise ChatError("not_found", "no such conversation")
+
+    async def cancel(self, user_id: str, conversation_id: str) -> bool:
+        await self._check_owner(user_id, conversation_id)
         reply = self.replies.get(conversation_id)
         if reply is None or reply.task is None:
             return False
@@ -438,7 +446,7 @@ class _ReplyRun:
         for f in [*self.channels.values(), *(c.filter for c in self.calls.values())]:
             if f.guard is not None:
                 redacted.update(f.guard.redacted)
-        await self.service.store.finish_reply(
+        stored = self.service.store.finish_reply(
             self.reply.conversation_id,
             self.reply.message_id,
             text=content.screened if content is not None else "",
@@ -448,6 +456,27 @@ class _ReplyRun:
             redacted=redacted,
             blocked=self.blocked_kinds,
         )
+        # The write runs to its end even if the reply is cancelled meanwhile (Stop, shutdown),
+        # and the client hears how the reply ended whether or not it could be stored.
+        cancelled = False
+        write = asyncio.ensure_future(stored)
+        try:
+            await asyncio.shield(write)
+        except asyncio.CancelledError:
+            cancelled = True
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([write])
+        except Exception:
+            pass  # read from the task below
+        failure = write.exception() if write.done() and not write.cancelled() else None
+        if failure is not None or not write.done() or write.cancelled():
+            log.error(
+                "reply %s could not be stored: %s",
+                self.reply.message_id,
+                describe(failure) if failure is not None else "interrupted",
+            )
+            self.reply.emit(_error(self.reply, "storage_failed", "the reply could not be stored"))
+            status = "incomplete"
         self.reply.emit(
             {
                 "type": "assistant_done",
@@ -457,6 +486,8 @@ class _ReplyRun:
                 "status": status,
             }
         )
+        if cancelled:
+            raise asyncio.CancelledError
 
 
 def token_kind(token: str) -> str:

@@ -126,6 +126,12 @@ ODD = [
     "ｓａｒａｈ＠ａｃｍｅ．ｃｏｍ",
     "\u03a3",
     "\u0130",
+    "\u017f",  # ſ: case-folds to s
+    "\u0131",  # ı: case-folds to i
+    "\u212a",  # the Kelvin sign: case-folds to k
+    "ſecret_1",
+    "ıban_2",
+    "\u212aey_3",
     "é",
     "\u2019",
     "\u2014",

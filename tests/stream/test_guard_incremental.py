@@ -113,3 +113,30 @@ def test_plain_text_is_not_rescanned_in_full(monkeypatch: pytest.MonkeyPatch) ->
     assert calls == 0
     guard.flush()
     assert calls == 1  # the final scan, which decides what is still open
+
+
+@pytest.mark.parametrize("spelling", ["ſecret_1", "ıban_2", "ıp_address_3", "\u212aEY_4"])
+def test_letters_that_case_fold_into_ascii_do_not_split_the_two_scans(spelling: str) -> None:
+    # A case-insensitive pattern would match these where the start tables say no match begins.
+    text = f"Your key is {spelling} and more words here"
+    for cut in range(len(text) + 1):
+        fast, reference = both({}, [text[:cut], text[cut:]])
+        assert fast == reference, cut
+
+
+def test_full_start_tables_start_over_and_keep_the_results_exact(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from holdback.detect import traits
+
+    monkeypatch.setattr(traits, "_LIMIT", 8)
+    monkeypatch.setattr(traits, "_SHARED", {})
+    text = (
+        "Write to sarah@acme.com or call +1 415 555 2671; 日本語のテキスト, ſecret_1, ΣΙΓΜΑ. " * 3
+    )
+    for cut in range(0, len(text), 7):
+        fast, reference = both({}, [text[:cut], text[cut:]])
+        assert fast == reference, cut
+    for table in traits._SHARED.values():
+        assert len(table.near) <= 8
+        assert len(table.chars) <= 8

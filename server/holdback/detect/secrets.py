@@ -133,18 +133,25 @@ def token_detector(kinds: Iterable[str]) -> RegexDetector:
     sep = r"(?:_|\\_)"
     ident = rf"[A-Za-z][A-Za-z0-9]*(?:{sep}[A-Za-z0-9]+)*?{sep}[1-9][0-9]*"
     labels = sorted({kind_label(k) for k in kinds}, key=len, reverse=True)
-    bare = "|".join(label.replace("_", sep) for label in labels) or "(?!)"
+    # Spelled out letter by letter: a case-insensitive group would also match `ſ`, `ı` and the
+    # Kelvin sign, which the detector's alphabet (and so the guard's start tables) excludes.
+    bare = "|".join(_ascii_caseless(label).replace("_", sep) for label in labels) or "(?!)"
     return RegexDetector(
         "token",
         regex.compile(
             rf"(?:<|&[lL][tT];){ident}(?:>|&[gG][tT];)"
-            rf"|(?<![\w])(?i:{bare}){sep}[1-9][0-9]*(?![\w])"
+            rf"|(?<![\w])(?:{bare}){sep}[1-9][0-9]*(?![\w])"
         ),
         _token_check,
         alphabet=r"[<>&;A-Za-z0-9_\\]",
         starts=r"[<&]|(?<![\w])[A-Za-z]",
         needs="_",
     )
+
+
+def _ascii_caseless(label: str) -> str:
+    """`EMAIL` -> `[Ee][Mm][Aa][Ii][Ll]`: either case of each ASCII letter, and nothing else."""
+    return "".join(f"[{c.upper()}{c.lower()}]" if c.isascii() and c.isalpha() else c for c in label)
 
 
 def token_fragment_detector() -> RegexDetector:

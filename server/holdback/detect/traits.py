@@ -22,7 +22,7 @@ from holdback.detect.base import Detector
 from holdback.detect.dictionary import TermMatcher
 from holdback.detect.regex_detector import RegexDetector
 
-_LIMIT = 1 << 15  # entries a table keeps; past that, new entries are computed, not kept
+_LIMIT = 1 << 15  # entries a table keeps; a full table starts over, so it follows the traffic
 _SHARED_LIMIT = 16  # detector sets whose tables are kept (a deployment has one or two)
 
 Info = tuple[int, int, int, int]  # may begin, alphabet, `word` class, `needs` class
@@ -92,7 +92,9 @@ class Traits:
             if _term_may_begin(key, at, heads, firsts):
                 mask |= bit
         info = (mask, *self.char(key[at]))
-        if at == 1 and len(self.near) < _LIMIT:
+        if at == 1:
+            if len(self.near) >= _LIMIT:
+                self.near.clear()
             self.near[key] = info
         return info
 
@@ -111,8 +113,9 @@ class Traits:
             if pattern.fullmatch(ch) is not None:
                 needs |= bit
         chars = (alpha, word, needs)
-        if len(self.chars) < _LIMIT:
-            self.chars[ch] = chars
+        if len(self.chars) >= _LIMIT:
+            self.chars.clear()
+        self.chars[ch] = chars
         return chars
 
 

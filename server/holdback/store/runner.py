@@ -19,7 +19,6 @@ The rules:
 
 from __future__ import annotations
 
-import weakref
 from collections import namedtuple
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -98,14 +97,19 @@ class _Compiled:
         )
 
 
-# Compiled once per dialect and statement; the statements are module-level constants.
-_compiled: weakref.WeakKeyDictionary[Dialect, dict[tuple[Executable, bool], _Compiled]] = (
-    weakref.WeakKeyDictionary()
-)
+# Compiled once per dialect and statement; the statements are module-level constants. The
+# cache lives on the dialect object itself, so it goes when its engine goes (a cache keyed by
+# dialect would keep every dialect alive: the bind processors refer back to it).
+_CACHE_ATTRIBUTE = "_holdback_compiled"
 
 
 def _compile(dialect: Dialect, statement: Executable, counting: bool) -> _Compiled:
-    cache = _compiled.setdefault(dialect, {})
+    cache: dict[tuple[Executable, bool], _Compiled] | None = getattr(
+        dialect, _CACHE_ATTRIBUTE, None
+    )
+    if cache is None:
+        cache = {}
+        setattr(dialect, _CACHE_ATTRIBUTE, cache)
     found = cache.get((statement, counting))
     if found is not None:
         return found

@@ -31,7 +31,7 @@ Answer = Callable[[ServerRequest, asyncio.StreamWriter], Awaitable[bool]]
 
 
 async def read_request(
-    reader: asyncio.StreamReader, connection: int, number: int
+    reader: asyncio.StreamReader, connection: int, number: int, *, body: bool = True
 ) -> ServerRequest | None:
     try:
         head = await reader.readuntil(b"\r\n\r\n")
@@ -44,16 +44,18 @@ async def read_request(
         if line:
             name, _, value = line.partition(":")
             headers[name.strip().lower()] = value.strip()
-    body = b""
-    if "chunked" in headers.get("transfer-encoding", ""):
+    content = b""
+    if not body:
+        pass
+    elif "chunked" in headers.get("transfer-encoding", ""):
         while True:
             size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
-            body += (await reader.readexactly(size + 2))[:-2]
+            content += (await reader.readexactly(size + 2))[:-2]
             if not size:
                 break
     elif headers.get("content-length"):
-        body = await reader.readexactly(int(headers["content-length"]))
-    return ServerRequest(method, target, headers, body, connection, number)
+        content = await reader.readexactly(int(headers["content-length"]))
+    return ServerRequest(method, target, headers, content, connection, number)
 
 
 def reset(writer: asyncio.StreamWriter) -> None:
@@ -69,6 +71,7 @@ class RawServer:
     host: str = "127.0.0.1"
     tls: ssl.SSLContext | None = None
     deaf: bool = False  # accept connections, then never read from them
+    heads_only: bool = False  # answer after each request head, leaving its body unread
     accepts: int = 0
     requests: list[ServerRequest] = field(default_factory=list)
     closed_connections: int = 0
@@ -111,7 +114,7 @@ class RawServer:
             number = 0
             while True:
                 number += 1
-                request = await read_request(reader, connection, number)
+                request = await read_request(reader, connection, number, body=not self.heads_only)
                 if request is None:
                     break
                 self.requests.append(request)

@@ -98,6 +98,39 @@ def test_headers_keep_their_spelling_and_order() -> None:
     assert head.reason == b"Too Many"
 
 
+@pytest.mark.timeout(5)
+def test_long_whitespace_in_a_header_or_trailer_is_read_in_linear_time() -> None:
+    spaces = b" \t" * 30_000  # 60 KB: a backtracking pattern takes many seconds over this
+    head, body, _ = parse(
+        [
+            b"HTTP/1.1 200 OK\r\nx-pad: \ta" + spaces + b"b \t\r\n"
+            b"transfer-encoding: chunked\r\n\r\n"
+            b"2\r\nok\r\n0\r\nx-trailer: c" + spaces + b"d \r\n\r\n"
+        ]
+    )
+    assert head.headers == [
+        (b"x-pad", b"a" + spaces + b"b"),
+        (b"transfer-encoding", b"chunked"),
+    ]
+    assert body == b"ok"
+
+
+def test_an_obs_fold_is_read_as_one_space() -> None:
+    # RFC 9112 §5.2: a user agent replaces each obs-fold with SP before interpreting the value.
+    raw = (
+        b"HTTP/1.1 200 OK\r\nX-Long: first\r\n   second \r\n\tthird\r\nx-b:\r\n folded-in\r\n"
+        b"transfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nx-t: 1\r\n 2\r\n\r\n"
+    )
+    head, body, parser = parse([raw], eof=False)
+    assert head.headers == [
+        (b"X-Long", b"first second third"),
+        (b"x-b", b"folded-in"),
+        (b"transfer-encoding", b"chunked"),
+    ]
+    assert body == b"ok"
+    assert parser.reusable
+
+
 def test_lf_only_line_ends_are_read() -> None:
     assert parse([LF_ONLY])[1] == b"hello"
 
@@ -171,6 +204,17 @@ def test_a_close_delimited_body_ends_at_the_close_and_is_not_reusable() -> None:
     assert not parser.reusable
 
 
+def test_a_close_delimited_body_cut_by_a_failure_is_an_error() -> None:
+    parser = ResponseParser()
+    parser.feed(CLOSE)
+    assert parser.head() is not None
+    parser.feed_eof(failed=True)  # a reset, not the peer's orderly close
+    assert parser.body() == EVENTS  # what arrived before the failure is still handed out
+    with pytest.raises(ResponseCutShortError):
+        parser.body()
+    assert not parser.complete
+
+
 @pytest.mark.parametrize(
     "raw",
     [
@@ -199,7 +243,9 @@ def test_a_close_before_the_end_is_a_cut(raw: bytes) -> None:
         b"ICY 200 OK\r\n\r\n",
         b"HTTP/1.1 101 Switching Protocols\r\nupgrade: h2c\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nbad header\r\n\r\n",
-        b"HTTP/1.1 200 OK\r\n folded: value\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\n: empty name\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nx y: space in the name\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\n folded: value\r\n\r\n",  # a fold with no field to continue
         b"HTTP/1.1 200 OK\r\nx: a\x00b\r\n\r\n",
         b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\ncontent-length: 6\r\n\r\n",
         b"HTTP/1.1 200 OK\r\ncontent-length: -5\r\n\r\n",
@@ -208,6 +254,7 @@ def test_a_close_before_the_end_is_a_cut(raw: bytes) -> None:
         b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n0x5\r\n",
         b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabcdef\r\n",
         b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n0\r\nnot a trailer\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n0\r\n folded: t\r\n\r\n",
     ],
 )
 def test_malformed_responses_are_errors(raw: bytes) -> None:

@@ -1,10 +1,12 @@
-"""`StreamingTransport` over real loopback sockets: every framing and split, keep-alive reuse,
-stale connections, cuts, resets, stalls, limits, flow control and TLS, each mapped to the httpx
-exception `providers/http.py` expects; and the providers' capture replays through it."""
+"""`StreamingTransport` over real loopback sockets: every framing and split, keep-alive reuse
+(streams abandoned at their last event included), stale connections, cuts, resets, stalls,
+early answers, limits, flow control, closing, address fallback and TLS, each mapped to the
+httpx exception `providers/http.py` expects; and the providers' capture replays through it."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import hashlib
 import ipaddress
@@ -13,7 +15,7 @@ import random
 import socket
 import ssl
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
@@ -24,6 +26,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from holdback.providers.anthropic import AnthropicProvider
+from holdback.providers.connection import connect_timeout_error
 from holdback.providers.http import StreamSettings
 from holdback.providers.openai_chat import OpenAIChatProvider
 from holdback.providers.transport import StreamingTransport, proxies_configured, upstream_client
@@ -35,6 +38,8 @@ from tests.providers.streams import capture, collect
 pytestmark = pytest.mark.anyio
 
 EVENT = b'data: {"choices":[{"index":0,"delta":{"content":"Hello"}}]}\n\n'
+DONE = b"data: [DONE]\n\n"
+CHUNKED_HEAD = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
 
 
 def client(**options: object) -> httpx.AsyncClient:
@@ -48,6 +53,42 @@ def client(**options: object) -> httpx.AsyncClient:
 async def body_of(http: httpx.AsyncClient, url: str, method: str = "GET") -> bytes:
     async with http.stream(method, url) as reply:
         return b"".join([chunk async for chunk in reply.aiter_bytes()])
+
+
+def chunk(data: bytes) -> bytes:
+    return b"%x\r\n%b\r\n" % (len(data), data)
+
+
+@contextlib.contextmanager
+def hanging_address() -> Iterator[tuple[str, int]]:
+    """A loopback address where connection handshakes go unanswered (its backlog is full)."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)  # never accepted: once the backlog is full, handshakes go unanswered
+    fillers: list[socket.socket] = []
+    try:
+        for _ in range(8):
+            filler = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            filler.setblocking(False)
+            fillers.append(filler)
+            filler.connect_ex(listener.getsockname())
+        yield listener.getsockname()
+    finally:
+        for filler in fillers:
+            filler.close()
+        listener.close()
+
+
+def resolve_as(
+    monkeypatch: pytest.MonkeyPatch, addresses: list[tuple[str, int]], delay: float = 0.0
+) -> None:
+    """The running loop's resolver answers every name with `addresses`, after `delay` s."""
+
+    async def getaddrinfo(host: object, port: object, **_: object) -> list[object]:
+        await asyncio.sleep(delay)
+        return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", a) for a in addresses]
+
+    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", getaddrinfo)
 
 
 # Framing, over the shared fake upstream.
@@ -220,7 +261,7 @@ async def test_idle_connections_expire_and_are_capped() -> None:
         assert server.accepts == 2
 
 
-async def test_closing_a_response_early_closes_its_connection() -> None:
+async def test_a_response_closed_early_mid_chunk_does_not_lend_its_connection() -> None:
     stalled = asyncio.Event()
 
     async def answer(request: ServerRequest, writer: asyncio.StreamWriter) -> bool:
@@ -248,6 +289,80 @@ async def test_a_response_closed_once_its_end_arrived_keeps_its_connection() -> 
                 await asyncio.sleep(0.02)  # the whole body is in, none of it read
             assert await body_of(http, server.url) == b"b"
         assert server.accepts == 1
+
+
+async def read_until_done(http: httpx.AsyncClient, url: str) -> bytes:
+    """Read as `providers/http.py` does: stop at the last event, before the body's end."""
+    received = b""
+    async with http.stream("GET", url) as reply:
+        async for part in reply.aiter_bytes():
+            received += part
+            if received.endswith(DONE):
+                break
+    return received
+
+
+async def test_a_stream_closed_at_its_last_event_keeps_its_connection() -> None:
+    async def answer(request: ServerRequest, writer: asyncio.StreamWriter) -> bool:
+        writer.write(CHUNKED_HEAD + chunk(EVENT) + chunk(DONE))
+        await writer.drain()
+        await asyncio.sleep(0.05)  # the terminator comes after the client stopped reading
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        return True
+
+    async with RawServer(answer) as server, client() as http:
+        for _ in range(3):
+            assert await read_until_done(http, server.url) == EVENT + DONE
+            await asyncio.sleep(0.15)
+        assert server.accepts == 1
+        assert [r.number for r in server.requests] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("rest", ["never", "too-much", "past-the-end", "malformed"])
+async def test_a_stream_closed_early_whose_end_does_not_come_soon_is_not_reused(
+    rest: str,
+) -> None:
+    async def answer(request: ServerRequest, writer: asyncio.StreamWriter) -> bool:
+        writer.write(CHUNKED_HEAD + chunk(EVENT) + chunk(DONE))
+        await writer.drain()
+        if request.connection == 1:
+            await asyncio.sleep(0.05)
+            if rest == "too-much":  # over the 64 KiB the transport reads to keep a connection
+                writer.write(chunk(b"x" * 70_000) + b"0\r\n\r\n")
+            elif rest == "past-the-end":
+                writer.write(b"0\r\n\r\nHTTP/1.1 200 OK\r\n")
+            elif rest == "malformed":
+                writer.write(b"zz\r\n")
+            await writer.drain()
+        else:
+            writer.write(b"0\r\n\r\n")
+        return True
+
+    async with RawServer(answer) as server, client(discard_grace=0.4) as http:
+        assert await read_until_done(http, server.url) == EVENT + DONE
+        await asyncio.sleep(0.2)
+        assert server.closed_connections == (rest != "never")  # a quiet server gets its grace
+        await asyncio.sleep(0.4)
+        assert server.closed_connections == 1
+        assert await read_until_done(http, server.url) == EVENT + DONE
+        assert server.accepts == 2
+
+
+async def test_a_read_cancelled_mid_body_closes_the_connection_at_once() -> None:
+    async with RawServer(replying(CHUNKED_HEAD + chunk(EVENT))) as server, client() as http:
+        reply = await http.send(http.build_request("GET", server.url), stream=True)
+        parts = reply.aiter_bytes()
+        reader = asyncio.ensure_future(anext(parts))
+        assert await reader == EVENT
+        reader = asyncio.ensure_future(anext(parts))
+        await asyncio.sleep(0.05)  # waiting for the next chunk
+        reader.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await reader
+        await asyncio.sleep(0.05)
+        assert server.closed_connections == 1  # though the response was never closed
+        await reply.aclose()
 
 
 async def test_closing_the_client_closes_pooled_connections() -> None:
@@ -289,25 +404,35 @@ async def test_an_unresolvable_host_is_a_connect_error() -> None:
 
 
 async def test_a_connect_that_hangs_is_a_connect_timeout() -> None:
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(0)  # never accepted: once the backlog is full, handshakes go unanswered
-    fillers: list[socket.socket] = []
-    try:
-        for _ in range(8):
-            filler = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            filler.setblocking(False)
-            fillers.append(filler)
-            filler.connect_ex(listener.getsockname())
+    with hanging_address() as (host, port):
         async with client(timeout=httpx.Timeout(5.0, connect=0.2)) as http:
             began = time.monotonic()
             with pytest.raises(httpx.ConnectTimeout):
-                await http.get(f"http://127.0.0.1:{listener.getsockname()[1]}/")
+                await http.get(f"http://{host}:{port}/")
             assert time.monotonic() - began < 1.5
-    finally:
-        for filler in fillers:
-            filler.close()
-        listener.close()
+
+
+async def test_an_address_that_hangs_does_not_hold_up_the_next(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # As a dual-stack name whose IPv6 route is broken: the next address is tried meanwhile.
+    with hanging_address() as dead:
+        async with RawServer(replying(response(b"alive"))) as server:
+            resolve_as(monkeypatch, [dead, ("127.0.0.1", server.port)])
+            async with client(timeout=httpx.Timeout(5.0, connect=2.0)) as http:
+                began = time.monotonic()
+                assert await body_of(http, f"http://dual.test:{server.port}/") == b"alive"
+                assert time.monotonic() - began < 1.0
+
+
+async def test_a_connect_timeout_without_a_limit_of_ours_is_still_described() -> None:
+    # With connect=None only the OS's own limit (ETIMEDOUT) can end a connect.
+    request = httpx.Request("GET", "http://upstream.test/")
+    error = connect_timeout_error(None, request)
+    assert isinstance(error, httpx.ConnectTimeout)
+    assert error.request is request
+    assert str(error) == "could not connect within the OS limit"
+    assert str(connect_timeout_error(2.5, request)) == "could not connect within 2.5 s"
 
 
 @pytest.mark.parametrize(
@@ -332,9 +457,14 @@ async def test_peer_closing_early_is_a_remote_protocol_error(sent: bytes) -> Non
             await body_of(http, server.url)
 
 
-async def test_a_reset_mid_body_is_a_read_error() -> None:
+@pytest.mark.parametrize(
+    "sent",
+    [response(EVENT * 2, framing="chunked")[:-40], response(EVENT * 2, framing="close")],
+    ids=["chunked", "until-close"],  # a reset never ends a body framed by the close
+)
+async def test_a_reset_mid_body_is_a_read_error(sent: bytes) -> None:
     async def answer(request: ServerRequest, writer: asyncio.StreamWriter) -> bool:
-        writer.write(response(EVENT * 2, framing="chunked")[:-40])
+        writer.write(sent)
         await writer.drain()
         await asyncio.sleep(0.05)
         reset(writer)
@@ -407,6 +537,24 @@ async def test_a_server_that_never_reads_is_a_write_timeout() -> None:
         assert time.monotonic() - began < 1.5
 
 
+async def test_an_answer_before_the_request_body_was_sent_is_the_outcome() -> None:
+    async def answer(request: ServerRequest, writer: asyncio.StreamWriter) -> bool:
+        writer.write(response(b"too big", status="413 Content Too Large"))
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        return False  # then close with the body unread: the client's writes fail
+
+    async def parts() -> AsyncIterator[bytes]:
+        block = b"x" * 65536
+        for _ in range(1024):  # 64 MiB: more than the socket buffers hold
+            yield block
+
+    async with RawServer(answer, heads_only=True) as server, client() as http:
+        reply = await http.post(server.url, content=parts())
+        assert (reply.status_code, reply.content) == (413, b"too big")
+        assert server.accepts == 1
+
+
 async def test_a_large_request_body_respects_back_pressure() -> None:
     body = os.urandom(1024) * 8 * 1024  # 8 MiB
 
@@ -445,6 +593,28 @@ async def test_unread_body_bytes_are_bounded() -> None:
         assert finished.is_set()
 
 
+@pytest.mark.parametrize("part", ["head", "body"])
+async def test_a_small_read_buffer_never_stalls_a_response(part: str) -> None:
+    # Over max_buffer unread bytes the socket stops being read; bytes still awaited must come.
+    head = b"HTTP/1.1 200 OK\r\nx-pad: " + b"a" * 2500 + b"\r\ntransfer-encoding: chunked\r\n\r\n"
+    body = chunk(b"hello") + b"1;ext=" + b"e" * 2000 + b"\r\na\r\n0\r\n\r\n"
+    whole = head + body
+    cut = 2000 if part == "head" else len(head) + body.index(b"\r\na\r\n")
+
+    async def answer(request: ServerRequest, writer: asyncio.StreamWriter) -> bool:
+        for piece in (whole[:cut], whole[cut:]):
+            writer.write(piece)
+            await writer.drain()
+            await asyncio.sleep(0.05)
+        return True
+
+    limits = httpx.Timeout(5.0, read=1.0)
+    async with RawServer(answer) as server, client(max_buffer=1024, timeout=limits) as http:
+        assert await body_of(http, server.url) == b"helloa"
+        assert await body_of(http, server.url) == b"helloa"
+        assert server.accepts == 1
+
+
 async def test_the_connection_limit_queues_requests_and_times_out() -> None:
     release = asyncio.Event()
 
@@ -469,6 +639,66 @@ async def test_the_connection_limit_queues_requests_and_times_out() -> None:
                 assert await first.aread() == b"a"
             assert (await waiting).content == b"a"
         assert server.accepts == 1
+
+
+async def test_a_slot_wake_up_its_waiter_cannot_use_passes_to_the_next() -> None:
+    async with RawServer(replying(*[response(b"a", framing="chunked")] * 3)) as server:
+        limited = client(max_connections=1, timeout=httpx.Timeout(5.0, pool=1.0))
+        async with limited as http:
+            async with http.stream("GET", server.url) as first:
+                await asyncio.sleep(0.05)  # the whole response is in
+                gone = asyncio.ensure_future(http.get(server.url))
+                waiting = asyncio.ensure_future(http.get(server.url))
+                await asyncio.sleep(0.05)  # both wait for the one connection
+                assert await first.aread() == b"a"  # its release wakes the first waiter…
+                gone.cancel()  # …which is cancelled before it could run
+            assert (await waiting).content == b"a"
+            with pytest.raises(asyncio.CancelledError):
+                await gone
+        assert server.accepts == 1
+
+
+async def test_a_stale_retry_after_the_transport_closed_opens_nothing() -> None:
+    second_sent = asyncio.Event()
+
+    async def answer(request: ServerRequest, writer: asyncio.StreamWriter) -> bool:
+        if request.number == 2:
+            second_sent.set()
+            await asyncio.sleep(5)  # the second request waits on the pooled connection
+        writer.write(response(b"ok"))
+        await writer.drain()
+        return True
+
+    async with RawServer(answer) as server:
+        http = client()
+        try:
+            assert await body_of(http, server.url) == b"ok"
+            second = asyncio.ensure_future(http.get(server.url))
+            await second_sent.wait()
+            await http.aclose()  # closes the pooled connection before a byte of the answer
+            with pytest.raises(httpx.ConnectError, match="transport closed"):
+                await second
+        finally:
+            await http.aclose()
+        assert server.accepts == 1
+
+
+async def test_a_connection_made_after_the_transport_closed_is_closed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with RawServer(replying(response(b"late"))) as server:
+        resolve_as(monkeypatch, [("127.0.0.1", server.port)], delay=0.1)
+        http = client()
+        try:
+            request = asyncio.ensure_future(http.get(f"http://upstream.test:{server.port}/"))
+            await asyncio.sleep(0.02)  # resolving the name
+            await http.aclose()
+            with pytest.raises(httpx.ConnectError, match="transport closed"):
+                await request
+        finally:
+            await http.aclose()
+        await asyncio.sleep(0.05)
+        assert server.closed_connections == server.accepts == 1
 
 
 async def test_a_ipv6_literal_host() -> None:

@@ -7,11 +7,16 @@ The rules it keeps:
   parser (`http11.py`), and a reader waits only when nothing is buffered;
 - the read timeout is one timer per connection, re-armed lazily, never a cancel scope per read;
 - unread body bytes are bounded: over `max_buffer` the socket stops being read until the
-  consumer catches up;
-- a body read to the end hands its connection back to the owner (the pool); a body closed
-  early closes its connection.
+  consumer catches up, and never while a reader waits for bytes;
+- a body read to the end hands its connection back to the owner (the pool). A body closed
+  early whose response can still end cleanly (both sides keep the connection alive, the
+  framing marks the end, at most `DISCARD_CAP` bytes more) is read and dropped in the
+  background, and its connection handed back when the response ends within the owner's
+  `discard_grace` seconds; otherwise it is closed. Streams are routinely closed at their last
+  event, just before the chunked terminator: this keeps their connections;
+- a read that fails or is cancelled while waiting closes its connection at once.
 
-The pool that owns connections is `transport.py`.
+The pool that owns connections is `pool.py`; `transport.py` sends requests on them.
 """
 
 from __future__ import annotations
@@ -27,11 +32,14 @@ from holdback.providers.http11 import ResponseCutShortError, ResponseParser, Res
 
 Key = tuple[str, str, int]  # scheme, host, port
 
+DISCARD_CAP = 64 * 1024
+
 
 class Owner(Protocol):
     """What a connection needs from the pool that made it."""
 
     max_buffer: int
+    discard_grace: float  # seconds an abandoned body may take to end (`discard_rest`)
 
     def release(self, conn: Connection) -> None:
         """Take back a connection whose response was read to the end."""
@@ -65,6 +73,8 @@ class Connection(asyncio.Protocol):
         self.waiter: asyncio.Future[bool] | None = None
         self.drain_waiter: asyncio.Future[None] | None = None
         self.timer: asyncio.TimerHandle | None = None
+        self.discard_timer: asyncio.TimerHandle | None = None  # set while discarding a body
+        self.discard_budget = 0
         self.deadline = math.inf
         self.closed: asyncio.Future[None] = loop.create_future()
         self.error: Exception | None = None
@@ -89,6 +99,9 @@ class Connection(asyncio.Protocol):
             self.abort()
             return
         parser.feed(data)
+        if self.discard_timer is not None:
+            self._discard(len(data))
+            return
         waiter = self.waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(True)
@@ -107,13 +120,16 @@ class Connection(asyncio.Protocol):
         self.lost = True
         self.error = exc
         if self.parser is not None:
-            self.parser.feed_eof()
+            self.parser.feed_eof(failed=exc is not None)
         self._wake()
         if self.drain_waiter is not None and not self.drain_waiter.done():
             self.drain_waiter.set_result(None)
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
+        if self.discard_timer is not None:
+            self.discard_timer.cancel()
+            self.discard_timer = None
         self.owner.forget(self)
         if not self.closed.done():
             self.closed.set_result(None)
@@ -146,6 +162,10 @@ class Connection(asyncio.Protocol):
     def arm(self, within: float | None) -> asyncio.Future[bool]:
         """A future that becomes True when bytes, the end of the stream or a loss arrive, or
         False when `within` seconds pass first. Awaited directly: no coroutine per wait."""
+        if self.reading_paused:
+            # The bytes awaited may be exactly the ones not being read: the head's rest, or a
+            # chunk line behind a buffer the consumer has not emptied.
+            self.resume_reading()
         loop = self.loop
         waiter: asyncio.Future[bool] = loop.create_future()
         self.waiter = waiter
@@ -172,6 +192,49 @@ class Connection(asyncio.Protocol):
                 self.timer = self.loop.call_at(self.deadline, self._on_timer)
             return
         waiter.set_result(False)
+
+    def discard_rest(self) -> None:
+        """Read and drop the rest of a response its reader abandoned, then hand the connection
+        back to the owner; close it now if the response cannot end cleanly and soon."""
+        parser = self.parser
+        assert parser is not None
+        assert self.transport is not None
+        if (
+            not (parser.keep_alive and self.keep_alive and parser.framed)
+            or parser.length_left > DISCARD_CAP
+            or self.lost
+            or self.transport.is_closing()
+        ):
+            self.abort()
+            return
+        self.waiter = None
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        self.discard_budget = DISCARD_CAP
+        self.discard_timer = self.loop.call_later(self.owner.discard_grace, self._discard_expired)
+        if self.reading_paused:
+            self.resume_reading()
+
+    def _discard(self, arrived: int) -> None:
+        parser = self.parser
+        assert parser is not None
+        self.discard_budget -= arrived
+        try:
+            parser.body()
+        except ResponseViolationError:
+            self.discard_budget = -1
+        if self.discard_budget < 0:
+            self.abort()
+        elif parser.complete:
+            assert self.discard_timer is not None
+            self.discard_timer.cancel()
+            self.discard_timer = None
+            self.owner.release(self)  # pools it only if nothing arrived past the end
+
+    def _discard_expired(self) -> None:
+        self.discard_timer = None
+        self.abort()
 
     async def drain(self, within: float | None) -> None:
         while self.writing_paused and not self.lost:
@@ -222,7 +285,15 @@ class ResponseStream(httpx.AsyncByteStream):
                 self._conn = None
                 self._owner.release(conn)
                 raise StopAsyncIteration
-            if not await conn.arm(self.read_timeout):
+            try:
+                ready = await conn.arm(self.read_timeout)
+            except BaseException:
+                # Cancelled or failed mid-wait: the response's state is unknown to the caller,
+                # who may never close it; the connection must not wait for that.
+                self._conn = None
+                conn.abort()
+                raise
+            if not ready:
                 self._conn = None
                 conn.abort()
                 raise read_timeout_error(self.read_timeout, self._request)
@@ -242,7 +313,7 @@ class ResponseStream(httpx.AsyncByteStream):
         if parser.complete:
             self._owner.release(conn)
         else:
-            conn.abort()
+            conn.discard_rest()
 
 
 def read_failure(
@@ -256,5 +327,14 @@ def read_failure(
     return httpx.RemoteProtocolError(str(exc), request=request)
 
 
+def seconds(timeout: float | None) -> str:
+    """A timeout, for a message. None (no limit of ours) means the OS's own limit ran out."""
+    return "the OS limit" if timeout is None else f"{timeout:g} s"
+
+
 def read_timeout_error(timeout: float | None, request: httpx.Request) -> httpx.ReadTimeout:
-    return httpx.ReadTimeout(f"no data from the server for {timeout:g} s", request=request)
+    return httpx.ReadTimeout(f"no data from the server for {seconds(timeout)}", request=request)
+
+
+def connect_timeout_error(timeout: float | None, request: httpx.Request) -> httpx.ConnectTimeout:
+    return httpx.ConnectTimeout(f"could not connect within {seconds(timeout)}", request=request)

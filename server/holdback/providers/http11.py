@@ -11,9 +11,11 @@ The rules it keeps:
   body whatever their headers say; interim 1xx responses are skipped;
 - anything the framing rules cannot read unambiguously is an error, never a guess: a malformed
   status line, header or chunk line, disagreeing Content-Lengths, a transfer coding other than
-  `chunked`, or a head over `max_head` bytes;
+  `chunked`, or a head over `max_head` bytes; the one repair is the one RFC 9112 §5.2 requires
+  of a client: a folded header line (obs-fold) continues the field before it, joined by a space;
+- reading a head costs time linear in its size, whatever bytes it holds;
 - a body the peer cut short (closed before the framing said it ended) is an error; a body
-  framed by the close itself ends there;
+  framed by the close itself ends at an orderly close only, never at a failed connection;
 - the connection may carry another request only after a complete response that was framed
   by length or chunks, that did not ask to close, and after which nothing else arrived;
 - `body()` hands out every body byte that has arrived, without waiting for a chunk to be
@@ -35,7 +37,6 @@ MAX_CHUNK_LINE = 4 * 1024
 
 _HEAD_END = re.compile(rb"\n\r?\n")
 _STATUS_LINE = re.compile(rb"HTTP/(1\.[01]) ([0-9]{3})(?: ([^\x00-\x08\x0a-\x1f\x7f]*))?")
-_HEADER_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*(.*?)[ \t]*")
 _HEADER_VALUE_BAD = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 _CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,15})[ \t]*(?:;[^\r\n]*)?\r?\n")
 _TOKEN = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
@@ -134,12 +135,28 @@ class ResponseHead:
 _HEAD, _LENGTH, _UNTIL_CLOSE, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_END, _TRAILERS, _DONE = range(8)
 
 
+def _field(line: bytes, what: str) -> tuple[bytes, bytes]:
+    """A header or trailer line's name and value. Split, never matched as a whole: linear."""
+    name, colon, value = line.partition(b":")
+    if not colon or _TOKEN.fullmatch(name) is None:
+        raise MalformedResponseError(f"malformed {what} line")
+    return name, _value(value, what)
+
+
+def _value(raw: bytes, what: str) -> bytes:
+    value = raw.strip(b" \t")
+    if _HEADER_VALUE_BAD.search(value) is not None:
+        raise MalformedResponseError(f"control character in a {what} value")
+    return value
+
+
 class ResponseParser:
     """One response, fed bytes as they arrive. `head()` first, then `body()` until `complete`."""
 
     __slots__ = (
         "_buf",
         "_eof",
+        "_failed",
         "_head_request",
         "_max_head",
         "_remaining",
@@ -155,6 +172,7 @@ class ResponseParser:
         # bytearray only while pieces accumulate, so appending stays linear.
         self._buf: bytes | bytearray = b""
         self._eof = False
+        self._failed = False
         self._head_request = head_request
         self._max_head = max_head
         self._remaining = 0
@@ -178,8 +196,10 @@ class ResponseParser:
         else:
             self._buf = bytearray(buf) + data
 
-    def feed_eof(self) -> None:
+    def feed_eof(self, *, failed: bool = False) -> None:
+        """No more bytes. `failed`: the connection broke (a reset), which ends no body."""
         self._eof = True
+        self._failed = self._failed or failed
 
     @property
     def buffered(self) -> int:
@@ -189,6 +209,16 @@ class ResponseParser:
     @property
     def complete(self) -> bool:
         return self._state == _DONE
+
+    @property
+    def framed(self) -> bool:
+        """Whether the body's end is marked by its framing (length or chunks), not by a close."""
+        return self._state not in (_HEAD, _UNTIL_CLOSE)
+
+    @property
+    def length_left(self) -> int:
+        """Body bytes a Content-Length still promises (0 for other framings)."""
+        return self._remaining if self._state == _LENGTH else 0
 
     @property
     def reusable(self) -> bool:
@@ -232,13 +262,12 @@ class ResponseParser:
         version, code, reason = match.group(1), int(match.group(2)), match.group(3) or b""
         headers: list[tuple[bytes, bytes]] = []
         for line in lines[1:]:
-            header = _HEADER_LINE.fullmatch(line.removesuffix(b"\r"))
-            if header is None:
-                raise MalformedResponseError("malformed header line")
-            value = header.group(2)
-            if _HEADER_VALUE_BAD.search(value) is not None:
-                raise MalformedResponseError("control character in a header value")
-            headers.append((header.group(1), value))
+            line = line.removesuffix(b"\r")
+            if line[:1] in (b" ", b"\t") and headers:  # obs-fold: one space
+                name, value = headers[-1]
+                headers[-1] = (name, b" ".join(v for v in (value, _value(line, "header")) if v))
+            else:
+                headers.append(_field(line, "header"))
         if code < 200:
             if code == 101:
                 raise MalformedResponseError("101 Switching Protocols without an upgrade request")
@@ -316,9 +345,11 @@ class ResponseParser:
                 self._state = _DONE
             return data
         if state == _UNTIL_CLOSE:
+            if not buf and self._failed:
+                raise ResponseCutShortError("connection failed before the body's end")
             data = bytes(buf)
             self._buf = b""
-            if self._eof:
+            if self._eof and not self._failed:
                 self._state = _DONE
             return data
         raise RuntimeError("body() called before the head was read")
@@ -373,14 +404,17 @@ class ResponseParser:
                     if self._trailer_bytes + end - pos > self._max_head:
                         raise ResponseHeadTooLargeError("response trailers exceed the head limit")
                     break
-                line = buf[pos:newline].removesuffix(b"\r")
+                line = bytes(buf[pos:newline]).removesuffix(b"\r")
+                folds = line[:1] in (b" ", b"\t") and self._trailer_bytes > 0  # obs-fold
                 self._trailer_bytes += newline + 1 - pos
                 pos = newline + 1
                 if not line:
                     state = _DONE
                     break
-                if _HEADER_LINE.fullmatch(line) is None:
-                    raise MalformedResponseError("malformed trailer line")
+                if folds:
+                    _value(line, "trailer")
+                else:
+                    _field(line, "trailer")
                 if self._trailer_bytes > self._max_head:
                     raise ResponseHeadTooLargeError("response trailers exceed the head limit")
             else:  # _DONE

@@ -8,15 +8,19 @@ The rules it keeps:
   `ConnectTimeout`; the peer closing before the head or inside a framed body, or a malformed
   response → `RemoteProtocolError`; an OS error while reading → `ReadError`; nothing for `read`
   seconds while a head or body byte is awaited → `ReadTimeout`; writing → `WriteError` /
-  `WriteTimeout`;
-- a connection goes back to the pool only when its response was read to the end and both sides
-  keep it alive; a response closed early closes its connection. A request whose pooled
-  connection turns out stale (it closed before a single response byte) is sent once more on a
-  fresh connection, if its body can be sent again;
+  `WriteTimeout`; a request made after `aclose()` → `ConnectError`;
+- a server may answer before it has read the whole request (a 413 or a 401, then a close): when
+  the write fails after a whole response head arrived, that response is the outcome;
+- a request whose pooled connection turns out stale (it closed before a single response byte)
+  is sent once more on a fresh connection, if its body can be sent again;
+- connecting tries a host's addresses as httpx's own transport does, Happy Eyeballs style: the
+  next address 250 ms after the last attempt began, alternating address families, so a broken
+  IPv6 route costs a quarter second, not the connect timeout;
 - no proxies: the caller picks httpx's own transport when one is configured
   (`proxies_configured()`).
 
-One connection, its read path and its body stream are `connection.py`.
+When connections are pooled is `pool.py`; one connection, its read path and its body stream
+are `connection.py`.
 
 Error messages name what failed, never a header, a body byte or a key.
 """
@@ -27,7 +31,6 @@ import asyncio
 import os
 import ssl
 import urllib.request
-from collections import OrderedDict, deque
 from collections.abc import Mapping
 
 import httpx
@@ -37,8 +40,10 @@ from holdback.providers.connection import (
     Key,
     ResponseStream,
     StaleConnectionError,
+    connect_timeout_error,
     read_failure,
     read_timeout_error,
+    seconds,
 )
 from holdback.providers.http11 import (
     MAX_HEAD,
@@ -46,12 +51,15 @@ from holdback.providers.http11 import (
     InvalidRequestHeadError,
     RequestBodyFramer,
     ResponseCutShortError,
+    ResponseHead,
     ResponseParser,
     ResponseViolationError,
     request_head,
 )
+from holdback.providers.pool import Pool, closed_error
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+HAPPY_EYEBALLS_DELAY = 0.25  # RFC 8305's recommended connection attempt delay, as httpcore's
 
 
 def proxies_configured() -> bool:
@@ -80,7 +88,8 @@ class StreamingTransport(httpx.AsyncBaseTransport):
     `max_connections`: None for no limit, else requests wait up to the pool timeout for one.
     `max_keepalive`: idle connections kept; `keepalive_expiry`: seconds one may stay idle.
     `max_buffer`: unread body bytes before the socket stops being read. `max_head`: the limit on
-    a response's status line and headers.
+    a response's status line and headers. `discard_grace`: seconds a body closed early may take
+    to end so that its connection is kept (`connection.py`).
     """
 
     def __init__(
@@ -93,20 +102,19 @@ class StreamingTransport(httpx.AsyncBaseTransport):
         keepalive_expiry: float | None = 5.0,
         max_buffer: int = 256 * 1024,
         max_head: int = MAX_HEAD,
+        discard_grace: float = 1.0,
     ) -> None:
-        self.max_buffer = max_buffer
         self._verify = verify
         self._trust_env = trust_env
         self._tls_context: ssl.SSLContext | None = None
-        self._max_connections = max_connections
-        self._max_keepalive = max_keepalive
-        self._keepalive_expiry = keepalive_expiry
         self._max_head = max_head
-        self._idle: dict[Key, list[Connection]] = {}
-        self._idle_order: OrderedDict[Connection, None] = OrderedDict()  # oldest first
-        self._live: set[Connection] = set()
-        self._slots_used = 0
-        self._slot_waiters: deque[asyncio.Future[None]] = deque()
+        self._pool = Pool(
+            max_connections=max_connections,
+            max_keepalive=max_keepalive,
+            keepalive_expiry=keepalive_expiry,
+            max_buffer=max_buffer,
+            discard_grace=discard_grace,
+        )
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         url = request.url
@@ -122,7 +130,7 @@ class StreamingTransport(httpx.AsyncBaseTransport):
             head = request_head(request.method.encode("ascii"), url.raw_path, request.headers.raw)
         except (InvalidRequestHeadError, UnicodeEncodeError) as exc:
             raise httpx.LocalProtocolError(str(exc), request=request) from None
-        conn = self._take(key) or await self._open(key, timeouts, request)
+        conn = self._pool.take(key) or await self._open(key, timeouts, request)
         try:
             return await self._exchange(conn, request, head, timeouts)
         except StaleConnectionError as stale:
@@ -132,14 +140,7 @@ class StreamingTransport(httpx.AsyncBaseTransport):
         return await self._exchange(conn, request, head, timeouts)  # fresh: never stale
 
     async def aclose(self) -> None:
-        connections = list(self._live)
-        self._idle.clear()
-        self._idle_order.clear()
-        for conn in connections:
-            conn.abort()
-        pending = [conn.closed for conn in connections if not conn.closed.done()]
-        if pending:
-            await asyncio.wait(pending, timeout=1.0)
+        await self._pool.close()
 
     # One request on one connection.
 
@@ -155,9 +156,17 @@ class StreamingTransport(httpx.AsyncBaseTransport):
         conn.keep_alive = "close" not in request.headers.get("connection", "").lower()
         read_timeout = timeouts.get("read")
         try:
-            await self._send(conn, request, head, timeouts.get("write"))
-            while (response_head := parser.head()) is None:
-                if not await conn.arm(read_timeout):
+            response_head: ResponseHead | None = None
+            try:
+                await self._send(conn, request, head, timeouts.get("write"))
+            except httpx.WriteError:
+                response_head = _early_head(parser)
+                if response_head is None:
+                    raise
+                conn.keep_alive = False  # the request was not sent whole
+            while response_head is None:
+                response_head = parser.head()
+                if response_head is None and not await conn.arm(read_timeout):
                     raise read_timeout_error(read_timeout, request)
         except ResponseViolationError as exc:
             conn.abort()
@@ -176,7 +185,7 @@ class StreamingTransport(httpx.AsyncBaseTransport):
         return httpx.Response(
             response_head.status,
             headers=response_head.headers,
-            stream=ResponseStream(self, conn, request, read_timeout),
+            stream=ResponseStream(self._pool, conn, request, read_timeout),
             extensions={
                 "http_version": response_head.http_version,
                 "reason_phrase": response_head.reason,
@@ -218,7 +227,7 @@ class StreamingTransport(httpx.AsyncBaseTransport):
                 await conn.drain(within)
             except TimeoutError:
                 raise httpx.WriteTimeout(
-                    f"could not send the request within {within:g} s", request=request
+                    f"could not send the request within {seconds(within)}", request=request
                 ) from None
             if conn.lost:
                 raise httpx.WriteError(
@@ -236,39 +245,41 @@ class StreamingTransport(httpx.AsyncBaseTransport):
         fresh: bool = False,
     ) -> Connection:
         """A new connection; or, while waiting for the connection limit, one that fell idle."""
+        pool = self._pool
+        if pool.closed:
+            raise closed_error(request)
         scheme, host, port = key
         tls = self._tls() if scheme == "https" else None
         connect_timeout = timeouts.get("connect")
         loop = asyncio.get_running_loop()
-        if self._max_connections is not None:
-            idle = await self._acquire_slot(None if fresh else key, timeouts.get("pool"), request)
+        if pool.limited:
+            idle = await pool.acquire_slot(None if fresh else key, timeouts.get("pool"), request)
             if idle is not None:
                 return idle
         try:
             async with asyncio.timeout(connect_timeout):
                 _, conn = await loop.create_connection(
-                    lambda: Connection(self, key, loop),
+                    lambda: Connection(pool, key, loop),
                     host,
                     port,
                     ssl=tls,
                     server_hostname=host if tls is not None else None,
                     ssl_handshake_timeout=connect_timeout if tls is not None else None,
+                    happy_eyeballs_delay=HAPPY_EYEBALLS_DELAY,
                 )
         except TimeoutError:  # before OSError: a TimeoutError is one
-            self._slot_failed()
-            raise httpx.ConnectTimeout(
-                f"could not connect within {connect_timeout:g} s", request=request
-            ) from None
+            pool.slot_failed()
+            raise connect_timeout_error(connect_timeout, request) from None
         except OSError as exc:
-            self._slot_failed()
+            pool.slot_failed()
             raise httpx.ConnectError(
                 f"could not connect ({type(exc).__name__})", request=request
             ) from exc
         except BaseException:
-            self._slot_failed()
+            pool.slot_failed()
             raise
-        conn.slot = self._max_connections is not None
-        self._live.add(conn)
+        if not pool.add(conn):
+            raise closed_error(request)
         return conn
 
     def _tls(self) -> ssl.SSLContext:
@@ -287,126 +298,10 @@ class StreamingTransport(httpx.AsyncBaseTransport):
             self._tls_context = context
         return self._tls_context
 
-    def _take(self, key: Key) -> Connection | None:
-        idle = self._idle.get(key)
-        if not idle:
-            return None
-        now = asyncio.get_running_loop().time()
-        expiry = self._keepalive_expiry
-        conn: Connection | None = None
-        while idle:
-            candidate = idle.pop()  # the most recently used: the least likely to be stale
-            del self._idle_order[candidate]
-            assert candidate.transport is not None
-            if candidate.transport.is_closing() or (
-                expiry is not None and now - candidate.idle_since >= expiry
-            ):
-                candidate.abort()
-                continue
-            conn = candidate
-            break
-        if not idle:
-            del self._idle[key]
-        return conn
 
-    def release(self, conn: Connection) -> None:
-        """A response was read to its end: pool the connection if both sides keep it alive."""
-        parser = conn.parser
-        conn.parser = None
-        transport = conn.transport
-        assert parser is not None
-        assert transport is not None
-        if (
-            not (parser.reusable and conn.keep_alive)
-            or conn.lost
-            or transport.is_closing()
-            or self._max_keepalive <= 0
-        ):
-            conn.abort()
-            return
-        if conn.timer is not None:
-            conn.timer.cancel()
-            conn.timer = None
-        conn.waiter = None
-        if conn.reading_paused:
-            conn.resume_reading()
-        now = conn.loop.time()
-        conn.reused = True
-        conn.idle_since = now
-        self._idle.setdefault(conn.key, []).append(conn)
-        self._idle_order[conn] = None
-        order = self._idle_order
-        expiry = self._keepalive_expiry
-        while order:
-            oldest = next(iter(order))
-            if len(order) <= self._max_keepalive and (
-                expiry is None or now - oldest.idle_since < expiry
-            ):
-                break
-            self._unidle(oldest)
-            oldest.abort()
-        if self._slot_waiters and self._idle_order:
-            self._wake_slot_waiter()  # a waiter for another host may take an idle slot over
-
-    def _unidle(self, conn: Connection) -> None:
-        if conn in self._idle_order:
-            del self._idle_order[conn]
-            idle = self._idle[conn.key]
-            idle.remove(conn)
-            if not idle:
-                del self._idle[conn.key]
-
-    def forget(self, conn: Connection) -> None:
-        """The connection is gone (called from `connection_lost`)."""
-        self._unidle(conn)
-        self.free_slot(conn)
-        self._live.discard(conn)
-
-    # The optional connection limit: a slot is held from connecting until the connection goes.
-
-    async def _acquire_slot(
-        self, key: Key | None, within: float | None, request: httpx.Request
-    ) -> Connection | None:
-        assert self._max_connections is not None
-        try:
-            async with asyncio.timeout(within):
-                while self._slots_used >= self._max_connections:
-                    idle = self._take(key) if key is not None else None
-                    if idle is not None:
-                        return idle
-                    if self._idle_order:
-                        oldest = next(iter(self._idle_order))
-                        self._unidle(oldest)
-                        oldest.abort()
-                        continue
-                    waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-                    self._slot_waiters.append(waiter)
-                    try:
-                        await waiter
-                    finally:
-                        if waiter in self._slot_waiters:
-                            self._slot_waiters.remove(waiter)
-        except TimeoutError:
-            raise httpx.PoolTimeout(
-                f"no connection became free within {within:g} s", request=request
-            ) from None
-        self._slots_used += 1
+def _early_head(parser: ResponseParser) -> ResponseHead | None:
+    """The head of a response that arrived before the request could be sent whole, if any."""
+    try:
+        return parser.head()
+    except ResponseViolationError:
         return None
-
-    def _slot_failed(self) -> None:
-        if self._max_connections is not None:
-            self._slots_used -= 1
-            self._wake_slot_waiter()
-
-    def free_slot(self, conn: Connection) -> None:
-        if conn.slot:
-            conn.slot = False
-            self._slots_used -= 1
-            self._wake_slot_waiter()
-
-    def _wake_slot_waiter(self) -> None:
-        while self._slot_waiters:
-            waiter = self._slot_waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                return

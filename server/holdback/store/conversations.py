@@ -16,7 +16,7 @@ import json
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import cast
+from typing import Any, cast
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -53,7 +53,8 @@ def to_conversation(row: ConversationRow) -> Conversation:
     )
 
 
-def to_message(row: MessageRow) -> Message:
+def to_message(row: Any) -> Message:
+    """A message record from an ORM row or a Core result row (same attribute names)."""
     return Message(
         id=row.id,
         conversation_id=row.conversation_id,

@@ -23,15 +23,16 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import cast
 
 from sqlalchemy import Insert, Table, Update, bindparam, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from holdback.store import conversations
 from holdback.store.accounts import new_id
 from holdback.store.crypto import VaultKey
 from holdback.store.errors import ConversationNotFoundError, MessageNotFoundError
-from holdback.store.records import Conversation, Message, MessageStatus, Turn
+from holdback.store.records import Conversation, Message, Turn
 from holdback.store.runner import Runner, runner
 from holdback.store.schema import AuditEventRow, ConversationRow, MessageRow, VaultEntryRow
 from holdback.store.vault import open_entry
@@ -110,22 +111,6 @@ def _finish(finish_reason: bool) -> Update:
 _FLAGS = ((False, False), (False, True), (True, False), (True, True))
 _TOUCH = {(title, owner): _touch(title, owner) for title, owner in _FLAGS}
 _FINISH = {given: _finish(given) for given in (False, True)}
-
-
-def _message(row: Any) -> Message:
-    return Message(
-        id=row.id,
-        conversation_id=row.conversation_id,
-        seq=row.seq,
-        role=row.role,
-        text=row.text,
-        parts=dict(row.parts),
-        status=cast(MessageStatus, row.status),
-        finish_reason=row.finish_reason,
-        meta=dict(row.meta),
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-    )
 
 
 def _values(message: Message) -> dict[str, object]:
@@ -219,7 +204,7 @@ async def begin(
     now = datetime.now(UTC)
     await _lock_and_touch(run, conversation_id, now, title=title, owner_id=owner_id)
     found = await run.rows(_HISTORY, {"conversation_id": conversation_id})
-    history = [_message(row) for row in found]
+    history = [conversations.to_message(row) for row in found]
     seq = history[-1].seq + 1 if history else 1
     # Meta as it reads back from the JSON column, so `user` equals what `list_messages` gives.
     stored_meta = json.loads(json.dumps(dict(meta)))

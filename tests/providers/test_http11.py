@@ -8,14 +8,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from holdback.providers.http11 import (
-    InvalidRequestHeadError,
     MalformedResponseError,
     ResponseCutShortError,
     ResponseHead,
     ResponseHeadTooLargeError,
     ResponseParser,
-    request_head,
 )
+from holdback.providers.http11_request import InvalidRequestHeadError, request_head
 
 EVENTS = b'data: {"choices":[{"delta":{"content":"Hi"}}]}\n\ndata: [DONE]\n\n'
 

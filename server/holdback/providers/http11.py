@@ -1,10 +1,6 @@
-"""HTTP/1.1 on the client side, sans-I/O: a request out, one response at a time in.
+"""HTTP/1.1 responses on the client side, sans-I/O: one response at a time in.
 
 The rules it keeps:
-
-- a request head is written exactly as given, or refused if a header would be ambiguous (a
-  line break or control character in it); a request body is framed as its headers declare
-  and must match its Content-Length;
 
 - a response is read only as far as its framing says: chunked (trailers read and dropped),
   a Content-Length, or until the peer closes; a response to HEAD, a 204 and a 304 have no
@@ -21,13 +17,13 @@ The rules it keeps:
 - `body()` hands out every body byte that has arrived, without waiting for a chunk to be
   whole, so a stream of small events is relayed as it comes.
 
-Error messages describe the framing fault and never quote the bytes received.
+Error messages describe the framing fault and never quote the bytes received. The request
+side is `http11_request.py`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from holdback.errors import HoldbackError
@@ -37,10 +33,9 @@ MAX_CHUNK_LINE = 4 * 1024
 
 _HEAD_END = re.compile(rb"\n\r?\n")
 _STATUS_LINE = re.compile(rb"HTTP/(1\.[01]) ([0-9]{3})(?: ([^\x00-\x08\x0a-\x1f\x7f]*))?")
-_HEADER_VALUE_BAD = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+HEADER_VALUE_BAD = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 _CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,15})[ \t]*(?:;[^\r\n]*)?\r?\n")
-_TOKEN = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-_TARGET = re.compile(rb"[\x21-\x7e]+")
+TOKEN = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 
 class ResponseViolationError(HoldbackError):
@@ -57,68 +52,6 @@ class ResponseHeadTooLargeError(ResponseViolationError):
 
 class ResponseCutShortError(ResponseViolationError):
     """The peer closed the connection before the response was complete."""
-
-
-class InvalidRequestHeadError(HoldbackError):
-    """A request method, target or header cannot be written as HTTP/1.1 without ambiguity."""
-
-
-class InvalidRequestBodyError(HoldbackError):
-    """A request body does not match the framing its headers declare."""
-
-
-def request_head(method: bytes, target: bytes, headers: Sequence[tuple[bytes, bytes]]) -> bytes:
-    """The request line and headers, ready to write. Headers are written as given."""
-    if _TOKEN.fullmatch(method) is None:
-        raise InvalidRequestHeadError("the request method is not an HTTP token")
-    if _TARGET.fullmatch(target) is None:
-        raise InvalidRequestHeadError("the request target has spaces or control characters")
-    parts = [method, b" ", target, b" HTTP/1.1\r\n"]
-    for name, value in headers:
-        if _TOKEN.fullmatch(name) is None:
-            raise InvalidRequestHeadError("a request header name is not an HTTP token")
-        if _HEADER_VALUE_BAD.search(value) is not None:
-            raise InvalidRequestHeadError("a request header value has control characters")
-        parts += (name, b": ", value, b"\r\n")
-    parts.append(b"\r\n")
-    return b"".join(parts)
-
-
-class RequestBodyFramer:
-    """A request body framed as its headers declare: chunked, or exactly its Content-Length
-    (no body when neither is given)."""
-
-    __slots__ = ("_chunked", "_limit", "_sent")
-
-    def __init__(self, headers: Sequence[tuple[bytes, bytes]]) -> None:
-        self._chunked = False
-        self._limit: int | None = None
-        self._sent = 0
-        for name, value in headers:
-            lower = name.lower()
-            if lower == b"transfer-encoding":
-                self._chunked = b"chunked" in value.lower()
-            elif lower == b"content-length":
-                if not value.isdigit():
-                    raise InvalidRequestBodyError("the request's Content-Length is not a number")
-                self._limit = int(value)
-        if self._chunked:
-            self._limit = None
-        elif self._limit is None:
-            self._limit = 0
-
-    def frame(self, part: bytes) -> bytes:
-        """The bytes to write for one non-empty part of the body."""
-        self._sent += len(part)
-        if self._limit is not None and self._sent > self._limit:
-            raise InvalidRequestBodyError("request body is longer than its Content-Length")
-        return b"%x\r\n%b\r\n" % (len(part), part) if self._chunked else part
-
-    def end(self) -> bytes:
-        """The bytes that end the body."""
-        if self._limit is not None and self._sent < self._limit:
-            raise InvalidRequestBodyError("request body is shorter than its Content-Length")
-        return b"0\r\n\r\n" if self._chunked else b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,14 +71,14 @@ _HEAD, _LENGTH, _UNTIL_CLOSE, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_END, _TRAILERS, _
 def _field(line: bytes, what: str) -> tuple[bytes, bytes]:
     """A header or trailer line's name and value. Split, never matched as a whole: linear."""
     name, colon, value = line.partition(b":")
-    if not colon or _TOKEN.fullmatch(name) is None:
+    if not colon or TOKEN.fullmatch(name) is None:
         raise MalformedResponseError(f"malformed {what} line")
     return name, _value(value, what)
 
 
 def _value(raw: bytes, what: str) -> bytes:
     value = raw.strip(b" \t")
-    if _HEADER_VALUE_BAD.search(value) is not None:
+    if HEADER_VALUE_BAD.search(value) is not None:
         raise MalformedResponseError(f"control character in a {what} value")
     return value
 

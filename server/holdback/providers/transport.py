@@ -47,13 +47,15 @@ from holdback.providers.connection import (
 )
 from holdback.providers.http11 import (
     MAX_HEAD,
-    InvalidRequestBodyError,
-    InvalidRequestHeadError,
-    RequestBodyFramer,
     ResponseCutShortError,
     ResponseHead,
     ResponseParser,
     ResponseViolationError,
+)
+from holdback.providers.http11_request import (
+    InvalidRequestBodyError,
+    InvalidRequestHeadError,
+    RequestBodyFramer,
     request_head,
 )
 from holdback.providers.pool import Pool, closed_error

@@ -175,6 +175,7 @@ function syncComposer() {
   else if (chat.loading) reason = 'Loading…';
   else if (chat.sendPending) reason = 'Sending…';
   else if (chat.replyInFlight) reason = 'Replying… press Esc or Stop to stop.';
+  else if (chat.replyElsewhere) reason = 'A reply is still being written in another tab or window…';
   composer.setState({ canSend: chat.canSend, streaming: chat.replyInFlight, reason });
   $('messages').setAttribute('aria-busy', String(chat.replyInFlight));
   for (const item of list.items) list.setStreaming(item.id, chat.streamingByConv.has(item.id));

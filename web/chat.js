@@ -43,6 +43,9 @@ export class Chat extends EventTarget {
     this.pending = [];
     this.streamingByConv = new Map();
     this.awaitingReply = new Set();
+    // Conversations whose reply another connection (a tab, a window, a dropped socket) is
+    // still receiving: the server would refuse a new message there as `busy`.
+    this.streamingElsewhere = new Set();
     this.mode = 'restored';
     this.loading = false;
     this.loadSeq = 0;
@@ -64,13 +67,17 @@ export class Chat extends EventTarget {
       && (this.streamingByConv.has(this.currentId) || this.awaitingReply.has(this.currentId));
   }
 
+  get replyElsewhere() {
+    return this.currentId !== null && this.streamingElsewhere.has(this.currentId);
+  }
+
   get sendPending() {
     return this.pending.some((p) => p.conversationId === this.currentId);
   }
 
   get canSend() {
     return this.socket.state === 'connected' && !this.loading && !this.sendPending
-      && !this.replyInFlight;
+      && !this.replyInFlight && !this.replyElsewhere;
   }
 
   emitState() {
@@ -128,6 +135,11 @@ export class Chat extends EventTarget {
     this.setMessages(merged);
     if (conversation.title !== undefined) this.emit('title', { id: key, title: conversation.title });
     if (this.mode === 'model') this.loadModelView();
+    if (conversation.streaming === true && !this.streamingByConv.has(key)) {
+      this.streamingElsewhere.add(key);
+    } else {
+      this.streamingElsewhere.delete(key);
+    }
     this.pollIfUnsettled(key, merged, conversation.streaming === true);
     this.emitState();
   }
@@ -137,7 +149,12 @@ export class Chat extends EventTarget {
     const unsettled = (streaming && !this.streamingByConv.has(key))
       || messages.some((m) => m.role === 'assistant' && !FINAL_STATUSES.has(m.status)
         && !this.live.has(m.id));
-    if (!unsettled || this.pollCount >= POLL_LIMIT) return;
+    if (unsettled && this.pollCount >= POLL_LIMIT) {
+      // Stop waiting; if the reply is somehow still going, the server answers `busy`.
+      this.streamingElsewhere.delete(key);
+      return;
+    }
+    if (!unsettled) return;
     this.pollCount += 1;
     this.pollTimer = setTimeout(() => {
       if (this.currentId === key) this.open(key, { quiet: true });

@@ -245,6 +245,34 @@ def test_a_reply_finished_while_reconnecting_is_shown_in_full(
     assert_wire_clean(tap, canary_upstream)
 
 
+def test_send_waits_while_another_connection_receives_the_reply(
+    page: Page, tap: WireTap, canary_upstream: CanaryUpstream
+) -> None:
+    """Reload mid-reply: the old socket's reply still streams, so Send waits until it ends
+    (the server would refuse the message as `busy`), then works again."""
+    body = f"Call {USER_VALUES['phone']}."
+    open_chat(page)
+    send(page, f"canary:slow:40 {body}")
+    tap.wait_for(page, lambda: len(tap.of_type("assistant_delta")) >= 3, "the reply to stream")
+    message_id = str(tap.of_type("assistant_start")[0]["message_id"])
+
+    page.reload()
+    expect(page.get_by_test_id("connection-state")).to_have_text("connected")
+    composer(page).fill("And one more thing")
+    send_button = page.get_by_role("button", name="Send", exact=True)
+    expect(send_button).to_be_disabled()
+    expect(page.locator("#composer-reason")).to_contain_text("still being written")
+    composer(page).press("Enter")  # refused by the page itself: nothing goes out
+    assert not [f for f in tap.frames if f.direction == "sent" and "one more" in f.payload]
+
+    message = assistant_message(page, message_id)
+    expect(message).to_have_attribute("data-status", "complete", timeout=20_000)
+    expect(send_button).to_be_enabled(timeout=5_000)
+    expect(page.locator("#composer-reason")).to_have_text("")
+    assert tap.of_type("error") == []
+    assert_wire_clean(tap, canary_upstream)
+
+
 def test_an_offline_blip_mid_reply_loses_and_doubles_nothing(
     page: Page, tap: WireTap, canary_upstream: CanaryUpstream
 ) -> None:

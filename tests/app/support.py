@@ -8,7 +8,6 @@ path may ever write to the upstream, to a log or to a frame where it does not be
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import io
 import json
@@ -31,7 +30,7 @@ from holdback.app.application import create_app
 from holdback.app.settings import Settings, resolve
 from holdback.providers.base import Provider
 from holdback.providers.registry import make_provider
-from tests.providers.fakeserver import FakeUpstream, RecordedRequest, Reply
+from tests.providers.fakeserver import FakeUpstream, RecordedRequest, Reply, split_random
 
 with warnings.catch_warnings():
     # Starlette prefers `httpx2` for its test client; plain httpx still works the same.
@@ -248,16 +247,6 @@ def openai_sse(pieces: Sequence[str], channel: str = "content") -> list[bytes]:
     return events
 
 
-def split_random(text: str, rng: random.Random, low: int = 1, high: int = 5) -> list[str]:
-    pieces: list[str] = []
-    i = 0
-    while i < len(text):
-        n = rng.randint(low, high)
-        pieces.append(text[i : i + n])
-        i += n
-    return pieces
-
-
 class EchoUpstream(FakeUpstream):
     """An OpenAI-compatible upstream that streams back the last user message it was sent.
 
@@ -298,23 +287,6 @@ class EchoUpstream(FakeUpstream):
     def bodies(self) -> str:
         """Every request body received, as text."""
         return "\n".join(r.body.decode("utf-8") for r in self.requests)
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._writers.add(writer)
-        try:
-            request = await self._read_request(reader)
-            if request is None:
-                return
-            with self._lock:
-                self.requests.append(request)
-            await self._send(self.reply_for(request), writer)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            self._writers.discard(writer)
-            writer.close()
-            with contextlib.suppress(ConnectionError):
-                await writer.wait_closed()
 
 
 @contextlib.contextmanager

@@ -20,7 +20,6 @@ A message without a marker is echoed like `echo`.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import random
 import re
@@ -32,7 +31,7 @@ import orjson
 
 from holdback.tokens import TOKEN_RE
 from tests.browser.canaries import INVENTED_TOKENS, XSS_PAYLOADS, injection_text
-from tests.providers.fakeserver import FakeUpstream, RecordedRequest, Reply
+from tests.providers.fakeserver import FakeUpstream, RecordedRequest, Reply, split_random
 
 MARKER_RE = re.compile(r"\Acanary:(?P<script>[a-z]+)(?::(?P<arg>\d+))?[ \n]?")
 FAST_DELAY = 0.002
@@ -66,16 +65,6 @@ def last_user_text(request: RecordedRequest) -> str:
     return ""
 
 
-def random_pieces(text: str, rng: random.Random, low: int = 1, high: int = 5) -> list[str]:
-    pieces: list[str] = []
-    i = 0
-    while i < len(text):
-        n = rng.randint(low, high)
-        pieces.append(text[i : i + n])
-        i += n
-    return pieces
-
-
 def xss_pieces() -> list[str]:
     """Every payload cut in three, mid-tag; the last one also one character at a time."""
     pieces: list[str] = ["Here you go:\n\n"]
@@ -94,8 +83,8 @@ def pieces_for(script: Script) -> tuple[list[Piece], float]:
     """The deltas a script streams, and the delay between them."""
     if script.name == "think":
         rng = random.Random(len(script.body))
-        reasoning = [("reasoning", p) for p in random_pieces(script.body, rng)]
-        answer = [("content", p) for p in random_pieces(script.body, rng)]
+        reasoning = [("reasoning", p) for p in split_random(script.body, rng)]
+        answer = [("content", p) for p in split_random(script.body, rng)]
         return reasoning + answer, FAST_DELAY
     pieces, delay = content_pieces(script)
     return [("content", p) for p in pieces], delay
@@ -106,7 +95,7 @@ def content_pieces(script: Script) -> tuple[list[str], float]:
     body = script.body
     rng = random.Random(len(body))
     if script.name == "echo":
-        return random_pieces(body, rng), FAST_DELAY
+        return split_random(body, rng), FAST_DELAY
     if script.name == "chars":
         return list(body), FAST_DELAY
     if script.name == "split":
@@ -114,16 +103,16 @@ def content_pieces(script: Script) -> tuple[list[str], float]:
         return [p for p in (body[:k], body[k:]) if p], FAST_DELAY
     if script.name == "inject":
         m = TOKEN_RE.search(body)
-        return random_pieces(injection_text(m.group(0) if m else "you"), rng), FAST_DELAY
+        return split_random(injection_text(m.group(0) if m else "you"), rng), FAST_DELAY
     if script.name == "invent":
         text = body + " Also reach " + ", ".join(INVENTED_TOKENS) + "."
-        return random_pieces(text, rng), FAST_DELAY
+        return split_random(text, rng), FAST_DELAY
     if script.name == "xss":
         return xss_pieces(), FAST_DELAY
     if script.name == "slow":
         pieces: list[str] = []
         for i in range(script.arg or 1):
-            pieces += random_pieces(f"Part {i + 1}: {body}\n\n", rng, 4, 12)
+            pieces += split_random(f"Part {i + 1}: {body}\n\n", rng, 4, 12)
         return pieces, SLOW_DELAY
     raise UnknownScriptError(f"the fake model has no script named {script.name!r}")
 
@@ -149,7 +138,7 @@ def sse_chunks(pieces: Sequence[Piece]) -> list[bytes]:
     return events
 
 
-def reply_for(request: RecordedRequest) -> Reply:
+def scripted_reply(request: RecordedRequest) -> Reply:
     try:
         pieces, delay = pieces_for(parse_script(last_user_text(request)))
     except UnknownScriptError as exc:
@@ -160,22 +149,8 @@ def reply_for(request: RecordedRequest) -> Reply:
 class CanaryUpstream(FakeUpstream):
     """A `FakeUpstream` that answers each request from its own text instead of a queue."""
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._writers.add(writer)
-        try:
-            request = await self._read_request(reader)
-            if request is None:
-                return
-            with self._lock:
-                self.requests.append(request)
-            await self._send(reply_for(request), writer)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            self._writers.discard(writer)
-            writer.close()
-            with contextlib.suppress(ConnectionError):
-                await writer.wait_closed()
+    def reply_for(self, request: RecordedRequest) -> Reply:
+        return scripted_reply(request)
 
     def bodies(self) -> list[bytes]:
         with self._lock:

@@ -82,6 +82,17 @@ def unused_port() -> int:
     return port
 
 
+def split_random(text: str, rng: random.Random, low: int = 1, high: int = 5) -> list[str]:
+    """`text` cut into pieces of `low` to `high` characters, as a model might stream it."""
+    pieces: list[str] = []
+    i = 0
+    while i < len(text):
+        n = rng.randint(low, high)
+        pieces.append(text[i : i + n])
+        i += n
+    return pieces
+
+
 class FakeUpstream:
     """The loopback server. Use as a context manager, or call `start()` and `stop()`."""
 
@@ -122,6 +133,12 @@ class FakeUpstream:
         with self._lock:
             self._replies.extend(replies)
 
+    def reply_for(self, request: RecordedRequest) -> Reply:
+        """The reply to one request: the next one scripted. Subclasses compute theirs."""
+        with self._lock:
+            reply = self._replies.popleft() if self._replies else None
+        return reply or Reply(status=500, chunks=[b"no reply scripted"], headers={})
+
     async def _start(self) -> None:
         self._release = asyncio.Event()
         self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
@@ -144,10 +161,7 @@ class FakeUpstream:
                 return
             with self._lock:
                 self.requests.append(request)
-                reply = self._replies.popleft() if self._replies else None
-            if reply is None:
-                reply = Reply(status=500, chunks=[b"no reply scripted"], headers={})
-            await self._send(reply, writer)
+            await self._send(self.reply_for(request), writer)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:

@@ -102,9 +102,7 @@ class Connection(asyncio.Protocol):
         if self.discard_timer is not None:
             self._discard(len(data))
             return
-        waiter = self.waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(True)
+        self._wake()
         if parser.buffered > self.max_buffer and not self.reading_paused:
             self.reading_paused = True
             assert self.transport is not None

@@ -90,9 +90,10 @@ def test_one_character_feeds_and_what_is_held(pieces: list[str]) -> None:
     out = []
     for i, ch in enumerate(text):
         out.append(f.feed(ch))
-        # What the pair holds is a tail of the input: the restorer's hold, then the guard's.
-        assert text[: i + 1].endswith(f.pending)
-        assert f.pending == f.restorer.pending + f.guard.pending  # type: ignore[union-attr]
+        # What the pair holds: the guard's hold of restored text, then the restorer's tail of
+        # the input.
+        assert text[: i + 1].endswith(f.restorer.pending)
+        assert f.pending == f.guard.pending + f.restorer.pending  # type: ignore[union-attr]
         assert len(f.restorer.pending) <= Restorer(VAULT)._index.max_form_len
     out.append(f.flush())
     assert "".join(out) == run(text, [])[0]

@@ -250,8 +250,10 @@ def test_bad_guard_settings_are_refused_clearly() -> None:
 def test_a_token_cut_off_by_the_end_of_the_reply_is_redacted(tail: str) -> None:
     vault = {"<EMAIL_1>": "sarah@acme.com"}
     text = f"Write to {tail}"
-    assert one_shot(text, vault=vault) == "Write to [redacted token]"
-    assert stream(text, list(range(1, len(text))), vault=vault) == "Write to [redacted token]"
+    # A trailing `_` is an emphasis marker to the renderer: it displays nothing of the token.
+    expected = "Write to [redacted token]" + ("_" if tail.endswith("_") else "")
+    assert one_shot(text, vault=vault) == expected
+    assert stream(text, list(range(1, len(text))), vault=vault) == expected
 
 
 def test_what_only_looks_like_a_token_start_mid_reply_is_left_alone() -> None:

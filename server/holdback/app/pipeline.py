@@ -4,72 +4,73 @@ The order is the product's promise:
 1. pseudonymize the user's text with the conversation's vault, and store the new vault entries
    *before* the model is called;
 2. store the user message (tokenized), and tell the client what was masked;
-3. stream the model's reply; every channel (content, reasoning, each tool call's arguments)
-   has its own filter, guard then restorer, so a held fragment never crosses channels;
-4. send frames; store the assistant message as the guard released it (tokenized, screened).
+3. pump the model's events through the reply's `ReplyMachine` (`holdback.reply`), the one door
+   every reply frame goes out of, and send what it returns;
+4. store the machine's outcome (tokenized, screened), then send its closing frames.
 
-A fault never opens a leak: if a filter fails, no further text of that reply is sent, only an
-error. One reply is in flight per conversation; a second message for it is refused (`busy`).
-A reply does not belong to a connection: if the client goes away, the reply still completes and
-is stored. Nothing here logs or raises with an original value.
+This module is the thin async part: timeouts, cancellation and the store live here, decisions
+about what a client may see do not. One reply is in flight per conversation; a second message
+for it is refused (`busy`). A reply does not belong to a connection: if the client goes away,
+the reply still completes and is stored. Nothing here logs or raises with an original value.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
+import secrets
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from holdback.detect import DetectorSet, TermMatcher
-from holdback.errors import FilterFailedError, HoldbackError, describe
+from holdback.errors import HoldbackError, describe, wire_message
 from holdback.providers.base import ChatMessage, ChatRequest, Provider
-from holdback.providers.events import (
-    End,
-    Event,
-    StreamError,
-    TextDelta,
-    ToolCallDelta,
-    ToolCallEnd,
-    ToolCallStart,
-)
 from holdback.pseudonymize import Masked, Pseudonymizer
+from holdback.reply.frames import AssistantStart, Frame, MaskedSpan, MessageAccepted
+from holdback.reply.machine import ReplyMachine
 from holdback.store.records import Message, VaultItem
 from holdback.store.repository import Store
-from holdback.stream import Guard, GuardMode, ReplyBlockedError, ReplyFilter, Restorer, restore
-from holdback.tokens import TokenIndex, parse_id, token_id
+from holdback.stream import Guard, GuardMode, ReplyFilter, Restorer, restore
+from holdback.stream.projection import ProjectionMode
+from holdback.stream.restorer import json_escape
+from holdback.tokens import TokenIndex, find_tokens, parse_id, token_id
 from holdback.vault import Vault
+
+__all__ = ["ChatError", "ChatService", "Reply", "json_escape", "make_title", "token_kind"]
 
 log = logging.getLogger("holdback.pipeline")
 
-Frame = dict[str, Any]
-Emit = Callable[[Frame], None]
+WireFrame = dict[str, Any]
+Emit = Callable[[WireFrame], None]
 
 
 class ChatError(HoldbackError):
-    """A request the pipeline refuses; `code` is the error frame's code."""
+    """A request the pipeline refuses; each subclass names why, and carries its wire code."""
 
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def json_escape(value: str) -> str:
-    """A value as it must appear inside a JSON string (tool-call arguments)."""
-    return json.dumps(value, ensure_ascii=False)[1:-1]
+    def __init__(self) -> None:
+        super().__init__(wire_message(self.code))
 
 
-@dataclass(slots=True)
-class _Call:
-    call_id: str
-    name: str
-    filter: ReplyFilter
-    done: bool = False
+class RateLimitedError(ChatError):
+    """The user sent more messages than the rate limit allows."""
+
+    code = "rate_limited"
+
+
+class ConversationBusyError(ChatError):
+    """A reply is already streaming in this conversation; a second message is refused."""
+
+    code = "busy"
+
+
+class UnknownConversationError(ChatError):
+    """No such conversation, or it is another user's."""
+
+    code = "not_found"
 
 
 @dataclass(eq=False, slots=True)
@@ -81,7 +82,7 @@ class Reply:
     sinks: list[Emit] = field(default_factory=list)
     task: asyncio.Task[None] | None = None
 
-    def emit(self, frame: Frame) -> None:
+    def emit(self, frame: WireFrame) -> None:
         for sink in list(self.sinks):
             try:
                 sink(frame)
@@ -144,22 +145,22 @@ class ChatService:
     ) -> Reply:
         """Accept a user message and start its reply; returns once the reply is under way."""
         if not self.limiter.allow(user_id):
-            raise ChatError("rate_limited", "too many messages; wait a moment and try again")
+            raise RateLimitedError
         if conversation_id is not None and conversation_id in self.replies:
             # Refused before the vault is read and decrypted; checked again below, after the
             # awaits, because a reply may have started meanwhile.
             await self._check_owner(user_id, conversation_id)
-            raise ChatError("busy", "a reply is already streaming in this conversation")
+            raise ConversationBusyError
         if conversation_id is None:
             conversation = await self.store.create_conversation(user_id, "")
             stored: dict[str, str] = {}
         else:
             opened = await self.store.open_conversation(conversation_id, user_id)
             if opened is None:
-                raise ChatError("not_found", "no such conversation")
+                raise UnknownConversationError
             conversation, stored = opened
         if conversation.id in self.replies:
-            raise ChatError("busy", "a reply is already streaming in this conversation")
+            raise ConversationBusyError
         reply = self.replies[conversation.id] = Reply(conversation.id, sinks=[emit])
         try:
             vault = Vault(stored)
@@ -188,26 +189,19 @@ class ChatService:
             self._run(reply, vault, turn.history), name=f"reply-{reply.message_id}"
         )
         emit(
-            {
-                "type": "message_accepted",
-                "conversation_id": conversation.id,
-                "message_id": turn.user.id,
-                "masked": spans,
-                "title": accepted_title,
-            }
+            MessageAccepted(
+                conversation.id,
+                turn.user.id,
+                tuple(MaskedSpan(m.start, m.end, m.kind, m.token) for m in masked),
+                accepted_title,
+            ).wire()
         )
-        reply.emit(
-            {
-                "type": "assistant_start",
-                "conversation_id": conversation.id,
-                "message_id": turn.assistant.id,
-            }
-        )
+        reply.emit(AssistantStart(conversation.id, turn.assistant.id).wire())
         return reply
 
     async def _check_owner(self, user_id: str, conversation_id: str) -> None:
         if await self.store.get_conversation(conversation_id, user_id) is None:
-            raise ChatError("not_found", "no such conversation")
+            raise UnknownConversationError
 
     async def cancel(self, user_id: str, conversation_id: str) -> bool:
         await self._check_owner(user_id, conversation_id)
@@ -254,7 +248,9 @@ class ChatService:
             for item, token in zip(analysis.missing, tokens, strict=True):
                 vault.add(token, item.kind, item.value, item.normalized)
 
-    def _filter(self, index: TokenIndex, vault: Vault, json_values: bool) -> ReplyFilter:
+    def _filter(
+        self, index: TokenIndex, vault: Vault, projection: ProjectionMode, json_values: bool
+    ) -> ReplyFilter:
         guard = Guard(
             self.detectors,
             forbidden=self.forbidden,
@@ -262,58 +258,39 @@ class ChatService:
             mode=self.guard_mode,
             window=self.guard_window,
             phone_region=self.phone_region,
+            projection=projection,
         )
         return ReplyFilter(guard, Restorer(index, escape=json_escape if json_values else None))
 
     async def _run(self, reply: Reply, vault: Vault, history: list[Message]) -> None:
-        run = _ReplyRun(self, reply, vault)
         try:
-            await run.stream(history)
-        except asyncio.CancelledError:
-            await asyncio.shield(run.finish("incomplete", "cancelled"))
-            raise
-        except Exception as exc:
-            log.error("reply %s failed: %s", reply.message_id, describe(exc))
-            reply.emit(_error(reply, "internal", "the reply failed; what was sent so far is kept"))
-            await asyncio.shield(run.finish("incomplete", None))
+            await _ReplyPump(self, reply, vault).run(history)
         finally:
             self.replies.pop(reply.conversation_id, None)
 
 
-class _ReplyRun:
-    """The per-reply state: one filter per channel and per tool call, and what to store."""
+class _ReplyPump:
+    """The async pump around one `ReplyMachine`: events in, frames out, the outcome stored.
+
+    Timeouts and cancellation live here; every frame comes from the machine.
+    """
 
     def __init__(self, service: ChatService, reply: Reply, vault: Vault) -> None:
         self.service = service
         self.reply = reply
-        self.index = vault.index()
-        self.vault = vault
-        self.channels: dict[str, ReplyFilter] = {}
-        self.calls: dict[str, _Call] = {}
-        self.finished = False
-        self.failed = False
-        self.blocked_kinds: Counter[str] = Counter()
+        index = vault.index()
+        self.machine = ReplyMachine(
+            reply.conversation_id,
+            reply.message_id,
+            lambda projection, json_values: service._filter(index, vault, projection, json_values),
+            call_prefix=f"call_{secrets.token_hex(4)}",
+        )
 
-    def _channel(self, name: str) -> ReplyFilter:
-        f = self.channels.get(name)
-        if f is None:
-            f = self.channels[name] = self.service._filter(self.index, self.vault, False)
-        return f
+    def send(self, frames: Iterable[Frame]) -> None:
+        for frame in frames:
+            self.reply.emit(frame.wire())
 
-    def _delta(self, channel: str, text: str, **extra: str) -> None:
-        if text:
-            self.reply.emit(
-                {
-                    "type": "assistant_delta",
-                    "conversation_id": self.reply.conversation_id,
-                    "message_id": self.reply.message_id,
-                    "channel": channel,
-                    "text": text,
-                    **extra,
-                }
-            )
-
-    async def stream(self, history: list[Message]) -> None:
+    async def run(self, history: list[Message]) -> None:
         request = ChatRequest(
             [
                 ChatMessage("user" if m.role == "user" else "assistant", m.text)
@@ -321,143 +298,42 @@ class _ReplyRun:
                 if m.role in ("user", "assistant") and m.text
             ]
         )
-        events = self.service.provider.stream(request)
         try:
-            await self._consume(events)
-        finally:
-            aclose = getattr(events, "aclose", None)
-            if aclose is not None:
-                await aclose()
-
-    async def _consume(self, events: AsyncIterator[Event]) -> None:
-        async for event in events:
+            events = self.service.provider.stream(request)
             try:
-                if not self._handle(event):
-                    continue
-            except ReplyBlockedError as blocked:
-                await self._blocked(blocked)
-                return
-            except FilterFailedError:
-                self.failed = True
-                self.reply.emit(
-                    _error(
-                        self.reply, "filter_failed", "the reply was stopped: a safety filter failed"
-                    )
-                )
-                await self.finish("incomplete", None, flush=False)
-                return
-            if isinstance(event, StreamError):
-                self.reply.emit(_error(self.reply, event.code, event.message))
-                await self.finish("incomplete", None)
-                return
-            if isinstance(event, End):
-                await self.finish("complete", event.finish_reason)
-                return
-        if not self.finished:
-            await self.finish("incomplete", None)
+                async for event in events:
+                    self.send(self.machine.receive(event))
+                    if self.machine.ended:
+                        break
+            finally:
+                aclose = getattr(events, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+        except asyncio.CancelledError:
+            self.send(self.machine.interrupt())
+            await self.finish()
+            raise
+        except Exception as exc:
+            log.error("reply %s failed: %s", self.reply.message_id, describe(exc))
+            self.send(self.machine.fail("internal"))
+        self.send(self.machine.interrupt())  # the stream ended without a terminal event
+        await self.finish()
 
-    def _handle(self, event: Event) -> bool:
-        """Route one event through its filter; True when the event ends the stream."""
-        if isinstance(event, TextDelta):
-            self._delta(event.channel, self._channel(event.channel).feed(event.text))
-            return False
-        if isinstance(event, ToolCallStart):
-            call = _Call(
-                event.call_id, event.name, self.service._filter(self.index, self.vault, True)
-            )
-            self.calls[event.call_id] = call
-            return False
-        if isinstance(event, ToolCallDelta):
-            open_call = self.calls.get(event.call_id)
-            if open_call is not None and not open_call.done:
-                text = open_call.filter.feed(event.arguments)
-                self._delta("tool_call", text, call_id=open_call.call_id, name=open_call.name)
-            return False
-        if isinstance(event, ToolCallEnd):
-            ended = self.calls.get(event.call_id)
-            if ended is not None and not ended.done:
-                self._close_call(ended)
-            return False
-        return True
-
-    def _close_call(self, call: _Call) -> None:
-        call.done = True
-        self._delta("tool_call", call.filter.flush(), call_id=call.call_id, name=call.name)
-
-    def _flush_all(self) -> None:
-        for name, f in self.channels.items():
-            self._delta(name, f.flush())
-        for call in self.calls.values():
-            if not call.done:
-                self._close_call(call)
-
-    async def _blocked(self, blocked: ReplyBlockedError) -> None:
-        # What the guard released before the offending text may still go out, restored.
-        for name, f in self.channels.items():
-            if f.guard is not None and f.guard.blocked:
-                self._delta(name, f.restorer.feed(blocked.safe_prefix) + f.restorer.flush())
-                f.record(blocked.safe_prefix)
-        for call in self.calls.values():
-            g = call.filter.guard
-            if g is not None and g.blocked:
-                text = call.filter.restorer.feed(blocked.safe_prefix) + call.filter.restorer.flush()
-                self._delta("tool_call", text, call_id=call.call_id, name=call.name)
-                call.filter.record(blocked.safe_prefix)
-        self.failed = True
-        self.reply.emit(
-            _error(
-                self.reply,
-                "blocked",
-                "the reply was stopped: it contained " + ", ".join(blocked.kinds),
-            )
-        )
-        self.blocked_kinds.update(blocked.kinds)
-        await self.finish("blocked", "blocked", flush=False)
-
-    async def finish(self, status: str, finish_reason: str | None, *, flush: bool = True) -> None:
-        if self.finished:
-            return
-        self.finished = True
-        if flush and not self.failed:
-            try:
-                self._flush_all()
-            except ReplyBlockedError as blocked:
-                self.finished = False
-                await self._blocked(blocked)
-                return
-            except HoldbackError:
-                self.failed = True
-                status = "incomplete"
-                self.reply.emit(
-                    _error(
-                        self.reply, "filter_failed", "the reply was stopped: a safety filter failed"
-                    )
-                )
-        content = self.channels.get("content")
-        parts = {name: f.screened for name, f in self.channels.items() if name != "content"}
-        if self.calls:
-            parts["tool_calls"] = json.dumps(
-                [
-                    {"call_id": c.call_id, "name": c.name, "arguments": c.filter.screened}
-                    for c in self.calls.values()
-                ]
-            )
-        redacted: Counter[str] = Counter()
-        for f in [*self.channels.values(), *(c.filter for c in self.calls.values())]:
-            if f.guard is not None:
-                redacted.update(f.guard.redacted)
+    async def finish(self) -> None:
+        """Store the outcome, then send the closing frames: the write runs to its end even if
+        the reply is cancelled meanwhile (Stop, shutdown), and the client hears how the reply
+        ended whether or not it could be stored."""
+        outcome = self.machine.outcome()
         stored = self.service.store.finish_reply(
             self.reply.conversation_id,
             self.reply.message_id,
-            text=content.screened if content is not None else "",
-            parts=parts,
-            status=status,
-            finish_reason=finish_reason,
-            redacted=redacted,
-            blocked=self.blocked_kinds,
+            text=outcome.text,
+            parts=outcome.parts,
+            status=outcome.status,
+            finish_reason=outcome.finish_reason,
+            redacted=outcome.redacted,
+            blocked=outcome.blocked,
         )
-        # The write runs to its end even if the reply is cancelled meanwhile (Stop, shutdown),
-        # and the client hears how the reply ended whether or not it could be stored.
         cancelled = False
         write = asyncio.ensure_future(stored)
         try:
@@ -469,23 +345,14 @@ class _ReplyRun:
         except Exception:
             pass  # read from the task below
         failure = write.exception() if write.done() and not write.cancelled() else None
-        if failure is not None or not write.done() or write.cancelled():
+        ok = failure is None and write.done() and not write.cancelled()
+        if not ok:
             log.error(
                 "reply %s could not be stored: %s",
                 self.reply.message_id,
                 describe(failure) if failure is not None else "interrupted",
             )
-            self.reply.emit(_error(self.reply, "storage_failed", "the reply could not be stored"))
-            status = "incomplete"
-        self.reply.emit(
-            {
-                "type": "assistant_done",
-                "conversation_id": self.reply.conversation_id,
-                "message_id": self.reply.message_id,
-                "finish_reason": finish_reason,
-                "status": status,
-            }
-        )
+        self.send(self.machine.done(stored=ok))
         if cancelled:
             raise asyncio.CancelledError
 
@@ -495,16 +362,6 @@ def token_kind(token: str) -> str:
     return parse_id(token_id(token))[0].lower()
 
 
-def _error(reply: Reply, code: str, message: str) -> Frame:
-    return {
-        "type": "error",
-        "code": code,
-        "message": message,
-        "conversation_id": reply.conversation_id,
-        "message_id": reply.message_id,
-    }
-
-
 def make_title(masked_text: str, limit: int = 60) -> str:
     """A conversation's title: the start of its first message, tokenized like all stored text."""
     line = " ".join(masked_text.split())
@@ -512,7 +369,8 @@ def make_title(masked_text: str, limit: int = 60) -> str:
         return line or "New chat"
     cut = line[:limit]
     # Never cut a token in half.
-    open_at = cut.rfind("<")
-    if open_at > cut.rfind(">"):
-        cut = cut[:open_at]
+    for m in find_tokens(line):
+        if m.start() < limit < m.end():
+            cut = line[: m.start()]
+            break
     return cut.rstrip() + "…"

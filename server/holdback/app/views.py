@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from holdback.app.pipeline import json_escape
 from holdback.store.records import Conversation, Message
 from holdback.stream import Restorer, restore
+from holdback.stream.restorer import json_escape
 from holdback.tokens import TokenIndex
 from holdback.vault import Vault
 

@@ -16,16 +16,18 @@ from typing import Any
 import orjson
 from starlette.websockets import WebSocket
 
-from holdback.app.pipeline import ChatError, Reply
+from holdback.app.pipeline import Reply
 from holdback.app.runtime import Runtime
 from holdback.app.sender import Frame, Sender
 from holdback.errors import HoldbackError, describe
+from holdback.reply.frames import ErrorFrame
 
 log = logging.getLogger("holdback.ws")
 
 
-def error_frame(code: str, message: str, **extra: Any) -> Frame:
-    return {"type": "error", "code": code, "message": message, **extra}
+def error_frame(code: str, detail: str | None = None, **extra: Any) -> Frame:
+    """An error frame: the code, and our fixed message for it (or a server-made detail)."""
+    return ErrorFrame(code, conversation_id=extra.get("conversation_id"), detail=detail).wire()
 
 
 async def chat_socket(websocket: WebSocket) -> None:
@@ -126,9 +128,9 @@ async def _handle(runtime: Runtime, user_id: str, text: str, sender: Sender) -> 
             )
             return None
         return await service.submit(user_id, conversation_id, body, sender.send)
-    except ChatError as exc:
-        sender.send(error_frame(exc.code, str(exc), conversation_id=conversation_id))
     except HoldbackError as exc:
-        log.warning("a chat request failed: %s", type(exc).__name__)
-        sender.send(error_frame("storage_failed", str(exc), conversation_id=conversation_id))
+        # Each error carries its own wire code; its message is ours, never the exception's.
+        if exc.code not in ("not_found", "busy", "rate_limited"):
+            log.warning("a chat request failed: %s", type(exc).__name__)
+        sender.send(error_frame(exc.code, conversation_id=conversation_id))
     return None

@@ -14,6 +14,8 @@ from holdback.errors import ConfigurationError, HoldbackError
 class StoreError(HoldbackError):
     """Something went wrong in the persistence layer."""
 
+    code = "storage_failed"
+
 
 # Where the database is and whether we can use it.
 
@@ -82,6 +84,8 @@ class VaultEntryCorruptError(StoreError):
 
 class RecordNotFoundError(StoreError, LookupError):
     """A record the caller named does not exist (or belongs to someone else)."""
+
+    code = "not_found"
 
 
 class UserNotFoundError(RecordNotFoundError):

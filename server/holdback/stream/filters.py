@@ -1,10 +1,11 @@
-"""One reply filter per channel: the guard, then the restorer.
+"""One reply filter per channel: the restorer, then the guard.
 
-The guard screens the model's tokenized text; what it releases goes through the restorer, which
-puts the original values back. Both are chunk-invariant, so their composition is too: the
-restorer's output for any chunking of its input is the same, and the guard's total output is
-the same for any chunking of the reply. What the pair holds back is the restorer's `pending`
-followed by the guard's.
+The rule it keeps: the guard screens exactly what the viewer will read. The restorer puts the
+vault's values back and says which spans it restored; the guard screens the restored text
+through the channel's decoded projection, exempting only those exact spans, and keeps two
+outputs: what goes on the wire, and what may be stored (the same text with every restored or
+vault value as its token). Both stages are chunk-invariant, so their composition is too. What
+the pair holds back is the restorer's `pending` after the guard's.
 
 Any failure inside the chain poisons the filter: it raises `FilterFailedError` (or the guard's
 `ReplyBlockedError` in block mode) and refuses every later call, so no raw text can follow.
@@ -16,49 +17,45 @@ from collections.abc import Callable
 
 from holdback.errors import FilterFailedError, HoldbackError
 from holdback.stream.guard import Guard
-from holdback.stream.restorer import Restorer
+from holdback.stream.restorer import Piece, Restorer
 
 __all__ = ["ReplyFilter"]
 
 
 class ReplyFilter:
-    """guard -> restorer, for one channel (or one tool call's arguments)."""
+    """restorer -> guard, for one channel (or one tool call's arguments)."""
 
     def __init__(self, guard: Guard | None, restorer: Restorer) -> None:
         self.guard = guard
         self.restorer = restorer
         self._failed = False
-        self._screened: list[str] = []
-
-    def record(self, screened: str) -> None:
-        """Add text the guard released outside `feed()` (a blocked reply's safe prefix)."""
-        self._screened.append(screened)
+        self._stored: list[str] = []  # without a guard: the restorer's input, as it was
 
     @property
     def screened(self) -> str:
-        """Everything the guard has released so far: the tokenized text that may be stored."""
-        return "".join(self._screened)
+        """Everything released so far as it may be stored: screened and tokenized."""
+        return self.guard.stored if self.guard is not None else "".join(self._stored)
 
     @property
     def pending(self) -> str:
-        held = self.restorer.pending
-        return held + self.guard.pending if self.guard is not None else held
+        held = self.guard.pending if self.guard is not None else ""
+        return held + self.restorer.pending
 
     def feed(self, chunk: str) -> str:
-        return self._safely(lambda: self.restorer.feed(self._screen(chunk)))
+        return self._safely(lambda: self._screen(self.restorer.feed_pieces(chunk)))
 
     def flush(self) -> str:
         def finish() -> str:
-            screened = self.guard.flush() if self.guard is not None else ""
-            self._screened.append(screened)
-            return self.restorer.feed(screened) + self.restorer.flush()
+            out = self._screen(self.restorer.flush_pieces())
+            return out + (self.guard.flush() if self.guard is not None else "")
 
         return self._safely(finish)
 
-    def _screen(self, chunk: str) -> str:
-        screened = self.guard.feed(chunk) if self.guard is not None else chunk
-        self._screened.append(screened)
-        return screened
+    def _screen(self, pieces: list[Piece]) -> str:
+        if self.guard is not None:
+            return self.guard.feed_pieces(pieces)
+        self._stored.extend(text if ident is None else f"<{ident}>" for text, ident in pieces)
+        return "".join(text for text, _ in pieces)
 
     def _safely(self, step: Callable[[], str]) -> str:
         if self._failed:

@@ -1,49 +1,71 @@
-"""The output guard: screen a streamed reply for values the model produced on its own.
+"""The output guard: screen a streamed reply as the viewer will read it.
 
-It runs on the model's *tokenized* text, before the restorer, so values restored from the vault
-are never flagged. A detector finding that is not a value of the conversation's vault becomes
-`[redacted <kind>]`; a forbidden term becomes `[redacted]`; a token spelling that is not one of
-the vault's (a token the model made up) becomes `[redacted token]`. In `block` mode the first
-such finding stops the reply instead, and no part of it is emitted.
+The rule it keeps: nothing the viewer may not see reaches them, in any form the client decodes.
+The guard runs *after* the restorer, on the text as it will be shown, and screens it through the
+channel's decoded projection (`holdback.stream.projection`: entities, markdown escapes and
+markers for content, JSON escapes for tool-call arguments). A finding there maps back to the raw
+text that displays it, and that raw text is replaced:
 
-Hold-back is minimal, as in the restorer: text is held only while some detector still has an open
-candidate at it (a partial match reaching the end of the buffer, or a complete finding touching
-it, which could still grow: `sarah@acme.co` -> `sarah@acme.com`). The hold is bounded by a window
-(256 characters by default): when the open candidate at the start of the held text is still open
-a whole window later, the window is screened as it stands and released. That bounds latency and
-memory (a reply made of digits never stalls), at a price: a value longer than the window, such as
-a long PEM private key, is screened in window-sized pieces, each redacted on its own.
+- a detector finding becomes `[redacted <kind>]`, a forbidden term `[redacted]`, a token spelling
+  that is not one of the vault's (made up, or cut off by the end of the reply) `[redacted token]`;
+- a value restored from the vault is exempt only as the exact span the restorer produced: model
+  text glued to it (`sam@` + `acme` + `.com`) is screened together with it;
+- a value of the vault that the model writes out itself is shown (the viewer may see it) but
+  stored as its token, like every restored span (`stored`): stored text is always tokenized;
+- a private-key block is redacted from its BEGIN line to its END line, whatever its length.
+
+In `block` mode the first such finding stops the reply instead (`ReplyBlockedError`).
+
+Hold-back is minimal: text is held only while some detector still has an open candidate at it
+(`sarah@acme.co` could still become `sarah@acme.com`), or while an escape is still open. The hold
+is bounded by a window (256 projected characters): when the candidate at the start of the held
+text is still open with more text beyond a whole window, it is redacted (fail closed) up to a
+margin before the window's end, and that margin is screened again with what follows, so no value
+of bounded length can straddle the cut.
 
 Chunk invariance holds because every decision depends only on the text, never on where chunks
-end: the screening is a loop over windows that start at positions fixed by the text, and in each
-window only decided positions are released. Screening a whole text is that same loop
-(`screen()`), so for every split the streamed output equals the one-shot one. A partial scan
-resumes from what the last one proved (`holdback.detect.incremental`), and answers exactly as
-scanning the window whole would; tests hold the guard to its whole-scan reference.
-
-Fail closed: if a detector raises, the guard raises `GuardFailedError` and is poisoned; every
-later call raises too, so no raw text can follow.
+end: windows start at positions fixed by the text, and only decided positions are released.
+`screen()` is the one-shot form. Fail closed: if a detector raises, the guard raises
+`GuardFailedError` and every later call raises too, so no raw text can follow.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
 from holdback.detect import DetectorSet, Finding, TermMatcher, default_detectors
 from holdback.detect.incremental import StreamScanner
+from holdback.detect.normalize import normalize
 from holdback.detect.secrets import token_detector, token_fragment_detector
 from holdback.detect.values import normalize_value
-from holdback.errors import ConfigurationError, FilterFailedError, HoldbackError, StreamClosedError
+from holdback.errors import (
+    ConfigurationError,
+    FilterFailedError,
+    HoldbackError,
+    StreamClosedError,
+)
+from holdback.stream.projection import ProjectionMode, Projector
+from holdback.stream.restorer import Piece
 from holdback.tokens import parse_id, token_id
 from holdback.vault import Vault
 
 GuardMode = Literal["redact", "block"]
 FORBIDDEN = "forbidden"
 TOKEN = "token"  # a token spelling; redacted unless it is one of the vault's
+HELD_TOO_LONG = "value"  # a candidate still open a whole window later
+KEY_BLOCK = "secret"
 DEFAULT_WINDOW = 256
+MARGIN = 64  # longer than any value of bounded length, with its separators
 _CONTEXT = 80  # characters of already-released text kept for look-behinds
+
+_KEY_BEGIN = re.compile(r"-{3,} ?BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)? ?-{3,}", re.I)
+_KEY_END = re.compile(r"-{3,} ?END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)? ?-{3,}", re.I)
+_KEY_END_MAX = 80  # an END line is shorter than this: keep as much to find one split in two
+
+_State = Literal["screening", "key_block", "closed", "blocked", "failed"]
 
 
 class GuardConfigError(ConfigurationError, ValueError):
@@ -60,6 +82,8 @@ class ReplyBlockedError(HoldbackError):
     `safe_prefix` is the screened text before the offending finding, which may still be sent.
     """
 
+    code = "blocked"
+
     def __init__(self, kinds: Iterable[str], safe_prefix: str) -> None:
         self.kinds = sorted(set(kinds))
         self.safe_prefix = safe_prefix
@@ -72,13 +96,14 @@ def forbidden_matcher(terms: Iterable[str]) -> TermMatcher:
 
 
 def redaction_label(kind: str) -> str:
+    """The one spelling of a redaction: `[redacted]` for a forbidden term, else by kind."""
     if kind == FORBIDDEN:
         return "[redacted]"
     return f"[redacted {TOKEN if kind == 'token_fragment' else kind}]"
 
 
 class Guard:
-    """Streaming output guard. Sans-I/O: `feed()` tokenized text in, screened text out."""
+    """Streaming output guard. Sans-I/O: `feed()` text in, screened text out."""
 
     # Partial scans go through a `StreamScanner`, which answers as `DetectorSet.scan` does
     # without redoing what earlier scans proved; off, every scan is a whole `DetectorSet.scan`
@@ -95,10 +120,11 @@ class Guard:
         mode: GuardMode = "redact",
         window: int = DEFAULT_WINDOW,
         phone_region: str = "US",
+        projection: ProjectionMode = "markdown",
     ) -> None:
         """Screen with `detectors` (the built-in ones by default) and `forbidden` terms.
 
-        Values of the conversation's vault are never flagged: pass the vault itself, or its
+        Values of the conversation's vault may be shown: pass the vault itself, or its
         `(kind, normalized value)` pairs as `allowed`.
         """
         if window < 16:
@@ -116,74 +142,110 @@ class Guard:
             parts.append(forbidden)
         self._detectors = DetectorSet(parts)
         self._scanner = StreamScanner(self._detectors)
-        allowed_values = set(allowed)
+        self._tokens: dict[tuple[str, str], str] = {(k, n): "" for k, n in allowed}
         if isinstance(vault, Vault):
-            allowed_values.update((e.kind, e.normalized) for e in vault.entries())
+            for e in vault.entries():
+                self._tokens[(e.kind, e.normalized)] = e.token
+            for ident in getattr(vault, "reserved", ()):
+                self._tokens[(TOKEN, ident)] = ""
         elif vault is not None:
             for token, value in vault.items():
                 kind = parse_id(token_id(token))[0].lower()
-                allowed_values.add((kind, normalize_value(kind, value, phone_region=phone_region)))
+                norm = normalize_value(kind, value, phone_region=phone_region)
+                self._tokens[(kind, norm)] = f"<{token_id(token)}>"
         for token in vault or ():
-            allowed_values.add((TOKEN, token_id(token)))
-        self._allowed = frozenset(allowed_values)
+            self._tokens[(TOKEN, token_id(token))] = ""
         self.mode = mode
         self.window = window
         self._phone_region = phone_region
-        self._buf = ""
+        self._proj = Projector(projection)
+        self._restored: list[tuple[int, int, str]] = []  # raw spans the restorer produced
+        self._skip_to = 0  # stored text skips raw text up to here (inside a restored span)
         self._context = ""
-        self._released = 0  # stream offset of the held text
-        self._closed = False
-        self._failed = False
-        self.blocked = False  # set when block mode stopped the reply
+        self._released = 0  # projected stream offset of the held text
+        self._state: _State = "screening"
+        self._stored: list[str] = []
         self.redacted: Counter[str] = Counter()
 
     @property
     def pending(self) -> str:
-        return self._buf
+        """The raw text held back."""
+        return self._proj.raw
+
+    @property
+    def blocked(self) -> bool:
+        """Whether block mode stopped the reply."""
+        return self._state == "blocked"
+
+    @property
+    def stored(self) -> str:
+        """Everything released so far as it may be stored: screened, and tokenized."""
+        return "".join(self._stored)
 
     def feed(self, chunk: str) -> str:
+        return self.feed_pieces([(chunk, None)])
+
+    def feed_pieces(self, pieces: Sequence[Piece]) -> str:
+        """Take restorer output: each piece's text, and the token id of a restored value."""
         self._check_open()
-        if not chunk:
-            return ""
-        self._buf += chunk
+        proj = self._proj
+        for text, ident in pieces:
+            if not text:
+                continue
+            if ident is not None:
+                end = proj.raw_base + len(proj.raw)
+                self._restored.append((end, end + len(text), ident))
+            proj.extend(text)
         return self._run(final=False)
 
     def flush(self) -> str:
         self._check_open()
+        self._proj.extend("", final=True)
         out = self._run(final=True)
-        self._closed = True
+        self._state = "closed"
         return out
 
     def _check_open(self) -> None:
-        if self._failed:
+        if self._state == "failed":
             raise GuardFailedError("the output guard failed earlier; the reply cannot go on")
-        if self._closed:
+        if self._state != "screening" and self._state != "key_block":
             raise StreamClosedError("the guard's stream has ended; feed() after flush()")
 
     # -- screening -------------------------------------------------------------------------
 
     def _run(self, *, final: bool) -> str:
         out: list[str] = []
-        while self._buf:
-            window = self._buf[: self.window]
-            full = len(self._buf) >= self.window
-            last = len(self._buf) <= self.window
-            hold, findings = self._scan(window, final=final and last)
-            if hold == 0:
-                if not full:
+        proj = self._proj
+        while proj.text:
+            if self._state == "key_block":
+                if not self._skip_key_block(final):
                     break
-                # The candidate at the start is still open a whole window later: screen the
-                # window as it stands.
-                hold, findings = self._scan(window, final=True)
-            out.append(self._render(window[:hold], findings, out) if findings else window[:hold])
-            self._context = (self._context + window[:hold])[-_CONTEXT:]
-            self._buf = self._buf[hold:]
-            self._released += hold
-            if hold < len(window) and not full:
+                continue
+            buf = proj.text
+            window = buf[: self.window]
+            begin = _key_begin(window)
+            if begin == 0:
+                self._enter_key_block(out)
+                continue
+            if begin is not None:
+                window = window[:begin]  # the text before a key block ends where it begins
+            beyond = len(buf) > len(window)
+            hold, findings, tokenize = self._scan(
+                window, final=begin is not None or (final and not beyond)
+            )
+            if hold == 0:
+                if not (beyond and len(window) == self.window):
+                    break
+                self._redact_held(window, out)
+                continue
+            self._release(hold, findings, tokenize, out)
+            if hold < len(window) and not beyond:
                 break  # what is left is open; rescanning it now would decide nothing new
         return "".join(out)
 
-    def _scan(self, window: str, *, final: bool) -> tuple[int, list[Finding]]:
+    def _scan(
+        self, window: str, *, final: bool
+    ) -> tuple[int, list[Finding], list[tuple[int, int, str]]]:
         ctx = self._context
         try:
             if self._incremental and not final:
@@ -194,56 +256,181 @@ class Guard:
                 scan = self._detectors.scan(ctx + window, len(ctx), final=final)
                 found, held = scan.findings, scan.hold
         except Exception as exc:  # fail closed, whatever a detector did
-            self._failed = True
+            self._state = "failed"
             raise GuardFailedError(
                 f"a detector failed while screening the reply ({type(exc).__name__})"
             ) from None
         hold = len(window) if final else held - len(ctx)
-        if not found:
-            return hold, []
-        shifted = [
-            Finding(f.start - len(ctx), f.end - len(ctx), f.kind, f.value)
-            for f in found
-            if not self._is_allowed(f)
-        ]
-        return hold, shifted
+        redact: list[Finding] = []
+        tokenize: list[tuple[int, int, str]] = []
+        for f in found:
+            s, e = f.start - len(ctx), f.end - len(ctx)
+            verdict = self._verdict(f, s, e)
+            if verdict is None:
+                redact.append(Finding(s, e, f.kind, f.value))
+            elif verdict:
+                tokenize.append((s, e, verdict))
+        return hold, redact, tokenize
 
-    def _is_allowed(self, f: Finding) -> bool:
-        if f.kind == FORBIDDEN or not self._allowed:
-            return False
-        norm = normalize_value(f.kind, f.value, phone_region=self._phone_region)
-        return (f.kind, norm) in self._allowed
+    def _verdict(self, f: Finding, s: int, e: int) -> str | None:
+        """None: redact. "": show as it is. A token: show, and store as that token."""
+        if f.kind == FORBIDDEN:
+            return None
+        lo, hi = self._proj.lo[s], self._proj.hi[e - 1]
+        if any(rs <= lo and hi <= re_ for rs, re_, _ in self._restored):
+            return ""
+        if f.kind == TOKEN:
+            norm = normalize_value(TOKEN, f.value)
+        else:
+            norm = normalize_value(f.kind, f.value, phone_region=self._phone_region)
+        return self._tokens.get((f.kind, norm))
 
-    def _render(self, text: str, findings: list[Finding], released: list[str]) -> str:
-        clusters = self._clusters(findings)
-        if self.mode == "block":
-            self._closed = self.blocked = True
-            first = clusters[0]
-            raise ReplyBlockedError(
-                (f.kind for c in clusters for f in c[2]), "".join(released) + text[: first[0]]
-            )
-        out: list[str] = []
-        pos = 0
+    # -- releasing -------------------------------------------------------------------------
+
+    def _release(
+        self,
+        hold: int,
+        findings: list[Finding],
+        tokenize: list[tuple[int, int, str]],
+        out: list[str],
+    ) -> None:
+        proj = self._proj
+        clusters = _clusters(findings)
+        if clusters and self.mode == "block":
+            self._block(clusters[0][0], [f.kind for c in clusters for f in c[2]], out)
+        edits: list[tuple[int, int, str, str]] = []  # raw span, wire text, stored text
         for start, end, members in clusters:
             best = min(members, key=lambda f: (-(f.end - f.start), self._detectors.rank(f.kind)))
-            out.append(text[pos:start])
-            out.append(redaction_label(best.kind))
+            label = redaction_label(best.kind)
             self.redacted[best.kind] += 1
-            pos = end
-        out.append(text[pos:])
-        return "".join(out)
+            edits.append((proj.lo[start], proj.hi[end - 1], label, label))
+        for start, end, token in tokenize:
+            if not any(s < end and start < e for s, e, _ in clusters):
+                lo, hi = proj.lo[start], proj.hi[end - 1]
+                edits.append((lo, hi, proj.raw_slice(lo, hi), token))
+        edits.sort()
+        text = proj.text[:hold]
+        pos = proj.raw_base
+        cut = proj.lo[hold] if hold < len(proj.text) else proj.done
+        for lo, hi, wire, stored in edits:
+            self._copy(pos, lo, out)
+            out.append(wire)
+            self._stored.append(stored)
+            self._skip_restored(lo, hi)
+            pos = hi
+        self._copy(pos, cut, out)
+        self._advance(hold, text)
 
-    @staticmethod
-    def _clusters(findings: list[Finding]) -> list[tuple[int, int, list[Finding]]]:
-        """Overlapping findings are redacted together, so no part of any of them shows."""
-        clusters: list[tuple[int, int, list[Finding]]] = []
-        for f in sorted(findings, key=lambda f: (f.start, -f.end)):
-            if clusters and f.start < clusters[-1][1]:
-                start, end, members = clusters[-1]
-                clusters[-1] = (start, max(end, f.end), [*members, f])
-            else:
-                clusters.append((f.start, f.end, [f]))
-        return clusters
+    def _copy(self, a: int, b: int, out: list[str]) -> None:
+        """Raw text as it is to the wire, and to storage with restored values as tokens."""
+        if a >= b:
+            return
+        proj = self._proj
+        out.append(proj.raw_slice(a, b))
+        i = max(a, min(self._skip_to, b))
+        for rs, re_, ident in self._restored:
+            if re_ <= i:
+                continue
+            if rs >= b:
+                break
+            if rs >= i:
+                self._stored.append(proj.raw_slice(i, rs))
+                self._stored.append(f"<{ident}>")
+            self._skip_to = max(self._skip_to, re_)
+            i = min(re_, b)
+        if i < b:
+            self._stored.append(proj.raw_slice(i, b))
+
+    def _skip_restored(self, lo: int, hi: int) -> None:
+        """A redaction or tokenization covered raw `lo..hi`: no restored value in it is stored."""
+        for rs, re_, _ in self._restored:
+            if rs < hi and lo < re_:
+                self._skip_to = max(self._skip_to, re_)
+        self._skip_to = max(self._skip_to, hi)
+
+    def _advance(self, n: int, text: str) -> None:
+        """The first `n` projected characters are released."""
+        cut = self._proj.release(n)
+        self._restored = [r for r in self._restored if r[1] > cut]
+        self._context = (self._context + text)[-_CONTEXT:]
+        self._released += n
+
+    def _redact_held(self, window: str, out: list[str]) -> None:
+        """The candidate at the start is open a whole window later: redact it, fail closed."""
+        _, findings, _ = self._scan(window, final=True)
+        cut = max(len(window) - MARGIN, len(window) // 2)
+        for f in sorted(findings, key=lambda f: f.start):
+            if f.start < cut < f.end:
+                cut = f.end
+        if self.mode == "block":
+            self._block(0, [HELD_TOO_LONG], out)
+        proj = self._proj
+        lo, hi = proj.raw_base, proj.hi[cut - 1]
+        label = redaction_label(HELD_TOO_LONG)
+        self.redacted[HELD_TOO_LONG] += 1
+        out.append(label)
+        self._stored.append(label)
+        self._skip_restored(lo, hi)
+        self._advance(cut, window[:cut])
+
+    def _enter_key_block(self, out: list[str]) -> None:
+        if self.mode == "block":
+            self._block(0, [KEY_BLOCK], out)
+        label = redaction_label(KEY_BLOCK)
+        self.redacted[KEY_BLOCK] += 1
+        out.append(label)
+        self._stored.append(label)
+        self._state = "key_block"
+
+    def _skip_key_block(self, final: bool) -> bool:
+        """Drop key material up to the END line; True once the block is over."""
+        proj = self._proj
+        norm = normalize(proj.text)
+        m = _KEY_END.search(norm.text)
+        if m is not None:
+            n = norm.span_to_original(m.start(), m.end())[1]
+        elif final:
+            n = len(proj.text)
+        else:
+            n = max(0, len(proj.text) - _KEY_END_MAX)
+        if n:
+            lo, hi = proj.raw_base, proj.hi[n - 1]
+            self._skip_restored(lo, hi)
+            self._advance(n, "")
+            self._context = ""
+        if m is not None or final:
+            self._state = "screening"
+            self._scanner.forget()
+            return True
+        return False
+
+    def _block(self, start: int, kinds: list[str], out: list[str]) -> None:
+        """Block mode: release what comes before `start`, then stop the reply."""
+        proj = self._proj
+        self._copy(proj.raw_base, proj.lo[start], out)
+        self._state = "blocked"
+        raise ReplyBlockedError(kinds, "".join(out))
+
+
+def _key_begin(window: str) -> int | None:
+    """Where a private-key block begins in the window, if it does."""
+    if "-" not in window:
+        return None
+    norm = normalize(window)
+    m = _KEY_BEGIN.search(norm.text)
+    return None if m is None else norm.span_to_original(m.start(), m.end())[0]
+
+
+def _clusters(findings: list[Finding]) -> list[tuple[int, int, list[Finding]]]:
+    """Overlapping findings are redacted together, so no part of any of them shows."""
+    clusters: list[tuple[int, int, list[Finding]]] = []
+    for f in sorted(findings, key=lambda f: (f.start, -f.end)):
+        if clusters and f.start < clusters[-1][1]:
+            start, end, members = clusters[-1]
+            clusters[-1] = (start, max(end, f.end), [*members, f])
+        else:
+            clusters.append((f.start, f.end, [f]))
+    return clusters
 
 
 def screen(text: str, guard: Guard) -> str:

@@ -15,22 +15,38 @@ decision is taken only when the text it depends on has arrived: a position is ei
 proper prefix of a form of some vault id, or a complete bare id waiting for the one character
 that says whether it stands on a word boundary. Scans follow the vault's id prefixes, so a
 `feed()` costs O(len(chunk) + len(pending)) whatever the vault's size.
+
+A restored value never leaves the browser: a form inside a URL (a markdown link target, an
+autolink, a bare URL, an image source: any form in a run of non-space text that contains `://`,
+`](`, `www.` or a `mailto:`-like scheme) is not restored there. It becomes its kind label
+(`[email]`), so a click cannot carry the value to another site. Whether a form is in a URL
+depends only on the text before it, so this too is chunk-invariant.
+
+`feed_pieces()` says which output spans are restored values and for which token: the output
+guard exempts exactly those spans, and the store maps them back to their tokens.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 
 from holdback.errors import StreamClosedError
-from holdback.tokens import ID_CHARS, TokenIndex, ascii_upper, is_word_char
+from holdback.tokens import ID_CHARS, TokenIndex, ascii_upper, is_word_char, parse_id
 
 # Outcomes of trying to match a form at one position, besides a match `(end, value)`.
 _NONE = 0  # no form starts here, whatever text follows
 _HOLD = 1  # a form could still start here: wait for more text
-_Result = tuple[int, str] | int
+_Result = tuple[int, str, str] | int  # (end, value, canonical id)
 
 _Escape = Callable[[str], str]
+Piece = tuple[str, str | None]  # output text, and the token id it restores (None: model text)
+
+# In a run of non-space text, any of these makes what follows part of a URL.
+_URL_MARK = re.compile(r"://|\]\(|(?<![A-Za-z])(?:www\.|(?:mailto|tel|sms|data|javascript):)", re.I)
+_LAST_SPACE = re.compile(r"\s\S*\Z")
+_URL_TAIL = 12  # enough of the run to see a mark split between two pieces of text
 
 
 class Restorer:
@@ -41,7 +57,16 @@ class Restorer:
     filter passes a JSON string escaper so a value with `"` keeps the arguments valid JSON).
     """
 
-    __slots__ = ("_closed", "_escape", "_index", "_pending", "_prev", "_starts")
+    __slots__ = (
+        "_closed",
+        "_escape",
+        "_in_url",
+        "_index",
+        "_pending",
+        "_prev",
+        "_starts",
+        "_url_tail",
+    )
 
     def __init__(
         self,
@@ -55,6 +80,8 @@ class Restorer:
         self._prev = ""  # the input character just before `pending`, for word boundaries
         self._closed = False
         self._starts = _start_pattern(self._index)
+        self._in_url = False  # the current run of non-space text is a URL
+        self._url_tail = ""  # the end of that run, for marks split across feeds
 
     @property
     def pending(self) -> str:
@@ -81,6 +108,25 @@ class Restorer:
         self._closed = True
         return out
 
+    def feed_pieces(self, chunk: str) -> list[Piece]:
+        """Like `feed()`, with each restored value as a piece of its own, naming its token."""
+        if self._closed:
+            raise StreamClosedError("the restorer's stream has ended; feed() after flush()")
+        if not chunk:
+            return []
+        pieces: list[Piece] = []
+        self._run(self._pending + chunk, final=False, pieces=pieces)
+        return pieces
+
+    def flush_pieces(self) -> list[Piece]:
+        """Like `flush()`, in pieces."""
+        if self._closed:
+            return []
+        pieces: list[Piece] = []
+        self._run(self._pending, final=True, pieces=pieces)
+        self._closed = True
+        return pieces
+
     @staticmethod
     def restore(text: str, vault: Mapping[str, str] | TokenIndex) -> str:
         """The one-shot result for a whole text; streaming always concatenates to this."""
@@ -88,11 +134,19 @@ class Restorer:
 
     # -- the scanner -------------------------------------------------------------------
 
-    def _run(self, buf: str, *, final: bool, spans: list[tuple[int, int]] | None = None) -> str:
+    def _run(
+        self,
+        buf: str,
+        *,
+        final: bool,
+        spans: list[tuple[int, int]] | None = None,
+        pieces: list[Piece] | None = None,
+    ) -> str:
         starts = self._starts
         out: list[str] = []
         pos = 0  # everything before pos has been decided and emitted
         search = 0
+        seen = 0  # the URL state has read the text before this
         n = len(buf)
         while starts is not None:
             m = starts.search(buf, search)
@@ -111,18 +165,47 @@ class Restorer:
                 continue
             if found == _HOLD:
                 out.append(buf[pos:j])
+                self._advance(buf[seen:j])
                 self._keep(buf, j)
-                return "".join(out)
+                return _finish(out, pieces)
             assert isinstance(found, tuple)
-            end, value = found
+            end, value, ident = found
             if spans is not None:
                 spans.append((j, end))
+            self._advance(buf[seen:j])
+            seen = end
             out.append(buf[pos:j])
-            out.append(value if self._escape is None else self._escape(value))
+            if self._in_url:
+                value = url_label(ident)
+            elif self._escape is not None:
+                value = self._escape(value)
+            if pieces is not None:
+                if any(out):
+                    pieces.append(("".join(out), None))
+                pieces.append((value, ident))
+                out.clear()
+            else:
+                out.append(value)
+            self._advance(buf[j:end])
             pos = search = end
         out.append(buf[pos:])
+        self._advance(buf[seen:n])
         self._keep(buf, n)
-        return "".join(out)
+        return _finish(out, pieces)
+
+    def _advance(self, text: str) -> None:
+        """Read decided input text into the URL state."""
+        if not text:
+            return
+        space = _LAST_SPACE.search(text)
+        if space is not None:
+            self._in_url = False
+            self._url_tail = ""
+            text = text[space.start() + 1 :]
+        run = self._url_tail + text
+        if not self._in_url and _URL_MARK.search(run):
+            self._in_url = True
+        self._url_tail = run[-_URL_TAIL:]
 
     def _keep(self, buf: str, at: int) -> None:
         if at:
@@ -189,7 +272,7 @@ class Restorer:
             return _NONE
         tail = ascii_upper(buf[stop : stop + len(closer)])
         if tail == closer:
-            return (stop + len(closer), value)
+            return (stop + len(closer), value, canon)
         if not final and len(tail) < len(closer) and closer.startswith(tail):
             return _HOLD
         return _NONE
@@ -201,16 +284,34 @@ class Restorer:
         stop, canon, ends_before_backslash = scanned
         values = self._index.values
         if canon in values and (stop == len(buf) or not is_word_char(buf[stop])):
-            return (stop, values[canon])
+            return (stop, values[canon], canon)
         if ends_before_backslash:
             # A shorter id ended on a `\`, a word boundary; the scan went on hoping for more.
             end = ends_before_backslash[-1]
-            return (end, values[_canonical(buf[j:end])])
+            ident = _canonical(buf[j:end])
+            return (end, values[ident], ident)
         return _NONE
 
 
 def _canonical(spelled: str) -> str:
-    return spelled.replace("\\_", "_").upper()
+    return ascii_upper(spelled.replace("\\_", "_"))
+
+
+def _finish(out: list[str], pieces: list[Piece] | None) -> str:
+    text = "".join(out)
+    if pieces is not None and text:
+        pieces.append((text, None))
+    return text
+
+
+def json_escape(value: str) -> str:
+    """A value as it must appear inside a JSON string (tool-call arguments)."""
+    return json.dumps(value, ensure_ascii=False)[1:-1]
+
+
+def url_label(ident: str) -> str:
+    """What a token shows as inside a URL: its kind, never its value (`[email]`)."""
+    return f"[{parse_id(ident)[0].lower()}]"
 
 
 def _start_pattern(index: TokenIndex) -> re.Pattern[str] | None:

@@ -1,0 +1,273 @@
+"""What the client will show: the decoded projection a channel is screened through.
+
+The rule this module keeps: the guard screens text *as the viewer reads it*, not as the model
+spelled it. It is the only place in holdback that knows how the browser decodes what we send,
+and `web/render.js` is configured to decode no more than this (`docs/threat-model.md` keeps the
+pair):
+
+- `markdown` (content and reasoning, rendered by marked): HTML character references are decoded
+  one level (`&#64;`, `&#x40;`, `&commat;`: the forms marked passes to the HTML parser, so
+  always with the `;`); a backslash before ASCII punctuation disappears (`example\\.org`); the
+  emphasis, code and strike markers `*`, `` ` `` and `~` are ignored, and so is a run of `_`
+  unless it stands between two letters or digits (CommonMark's intraword rule), so
+  `**ann**@example.org` and `_ann@example.org_` read as the address they display.
+- `json` (tool-call arguments, which the UI parses): string escapes are decoded, `\\u0040`
+  and surrogate pairs included.
+
+Every projected character comes from one contiguous raw span (`lo`, `hi`), and raw characters
+that project to nothing (markers) sit between spans, so a finding in the projection maps back to
+exactly the raw text that displays it, and a redaction replaces that raw text.
+
+Streaming: an escape that could still be completed (`&#6`, a trailing `\\`, `\\ud83d`, a run of
+`_` whose right neighbour is unknown) is held unprojected until the text decides it; each is
+bounded, so a hold never grows without limit. For every split of the raw text, the projection of
+the whole is the same (`project()` is the one-shot form).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Literal
+
+ProjectionMode = Literal["markdown", "json", "plain"]
+
+_ENTITY = re.compile(r"&(?:#[0-9]{1,8};|#[xX][0-9A-Fa-f]{1,8};|[A-Za-z][A-Za-z0-9]{1,31};)")
+# A prefix of an entity that more text could still complete.
+_ENTITY_OPEN = re.compile(r"&(?:#[0-9]{0,8}|#[xX][0-9A-Fa-f]{0,8}|[A-Za-z][A-Za-z0-9]{0,31})?\Z")
+_ASCII_PUNCT = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+_MARKERS = frozenset("*`~")
+_UNDERSCORE_RUN_LIMIT = 32  # a longer run is decided as markers, whatever follows
+
+_SPECIAL: dict[ProjectionMode, re.Pattern[str] | None] = {
+    "markdown": re.compile(r"[&\\*_`~]"),
+    "json": re.compile(r"\\"),
+    "plain": None,
+}
+_JSON_SIMPLE = {
+    '"': '"',
+    "\\": "\\",
+    "/": "/",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+}
+_HEX4 = re.compile(r"[0-9A-Fa-f]{4}")
+
+
+class Projector:
+    """The decoded projection of one channel's stream, built as the raw text arrives.
+
+    `text` is the projected text of the held raw text; `lo[i]`..`hi[i]` is the raw stream span
+    (absolute offsets) that projected character `i` came from. `done` is the raw stream offset
+    up to which the raw text is decided; raw text after it is an escape still open.
+    """
+
+    __slots__ = ("_prev", "_raw", "_raw_base", "_special", "done", "hi", "lo", "mode", "text")
+
+    def __init__(self, mode: ProjectionMode = "markdown") -> None:
+        self.mode: ProjectionMode = mode
+        self._special = _SPECIAL[mode]
+        self._raw = ""  # raw text from stream offset `_raw_base` on, not yet released
+        self._raw_base = 0
+        self._prev = ""  # the raw character before `_raw`
+        self.text = ""
+        self.lo: list[int] = []
+        self.hi: list[int] = []
+        self.done = 0
+
+    @property
+    def raw(self) -> str:
+        """The raw text held, from `raw_base` on."""
+        return self._raw
+
+    @property
+    def raw_base(self) -> int:
+        return self._raw_base
+
+    @property
+    def open_tail(self) -> str:
+        """Raw text not projected yet: an escape that more text could still complete."""
+        return self._raw[self.done - self._raw_base :]
+
+    def extend(self, raw: str, *, final: bool = False) -> None:
+        """Add raw text and project as far as the text decides (to the end when `final`)."""
+        self._raw += raw
+        start = self.done - self._raw_base
+        if start >= len(self._raw):
+            return
+        special = self._special
+        if special is None or not special.search(self._raw, start):
+            self._identity(start, len(self._raw))
+            return
+        if self.mode == "json":
+            self._project_json(start, final)
+        else:
+            self._project_markdown(start, final)
+
+    def release(self, n: int) -> int:
+        """Drop the first `n` projected characters; returns the raw stream offset cut at.
+
+        Markers between the last dropped character and the next kept one go with the dropped
+        part: they display nothing.
+        """
+        cut = self.lo[n] if n < len(self.text) else self.done
+        self.text = self.text[n:]
+        del self.lo[:n]
+        del self.hi[:n]
+        k = cut - self._raw_base
+        if k:
+            self._prev = self._raw[k - 1]
+            self._raw = self._raw[k:]
+            self._raw_base = cut
+        return cut
+
+    def raw_slice(self, start: int, end: int) -> str:
+        """Held raw text between two absolute stream offsets."""
+        return self._raw[start - self._raw_base : end - self._raw_base]
+
+    # -- projection ----------------------------------------------------------------------------
+
+    def _identity(self, start: int, end: int) -> None:
+        base = self._raw_base
+        self.text += self._raw[start:end]
+        self.lo.extend(range(base + start, base + end))
+        self.hi.extend(range(base + start + 1, base + end + 1))
+        self.done = base + end
+
+    def _emit(self, ch: str, start: int, end: int) -> None:
+        base = self._raw_base
+        self.text += ch
+        self.lo.append(base + start)
+        self.hi.append(base + end)
+
+    def _project_markdown(self, i: int, final: bool) -> None:
+        raw = self._raw
+        n = len(raw)
+        special = self._special
+        assert special is not None
+        while i < n:
+            m = special.search(raw, i)
+            j = m.start() if m is not None else n
+            if j > i:
+                self._identity(i, j)
+                i = j
+            if m is None:
+                break
+            ch = raw[j]
+            if ch in _MARKERS:
+                i = j + 1
+            elif ch == "_":
+                k = j
+                while k < n and raw[k] == "_":
+                    k += 1
+                if k == n and not final and k - j <= _UNDERSCORE_RUN_LIMIT:
+                    break  # the right neighbour decides
+                before = raw[j - 1] if j else self._prev
+                after = raw[k] if k < n else ""
+                if k - j <= _UNDERSCORE_RUN_LIMIT and before.isalnum() and after.isalnum():
+                    self._identity(j, k)
+                i = k
+            elif ch == "\\":
+                if j + 1 == n:
+                    if not final:
+                        break
+                    self._emit("\\", j, j + 1)
+                    i = j + 1
+                elif raw[j + 1] in _ASCII_PUNCT:
+                    self._emit(raw[j + 1], j, j + 2)
+                    i = j + 2
+                else:
+                    self._emit("\\", j, j + 1)
+                    i = j + 1
+            else:  # "&"
+                e = _ENTITY.match(raw, j)
+                if e is not None:
+                    decoded = html.unescape(e.group())
+                    if decoded != e.group():
+                        for c in decoded:  # one or two characters: both display that span
+                            self._emit(c, j, e.end())
+                        i = e.end()
+                        self.done = self._raw_base + i
+                        continue
+                elif not final and _ENTITY_OPEN.match(raw, j):
+                    break
+                self._emit("&", j, j + 1)
+                i = j + 1
+            self.done = self._raw_base + i
+
+    def _project_json(self, i: int, final: bool) -> None:
+        raw = self._raw
+        n = len(raw)
+        while i < n:
+            j = raw.find("\\", i)
+            if j < 0:
+                self._identity(i, n)
+                return
+            if j > i:
+                self._identity(i, j)
+            step = self._json_escape(raw, j, final)
+            if step == 0:
+                return  # open: wait for more text
+            i = j + step
+            self.done = self._raw_base + i
+
+    def _json_escape(self, raw: str, j: int, final: bool) -> int:
+        """Project the escape at `j`; the raw length it took, or 0 if it is still open."""
+        n = len(raw)
+        if j + 1 == n:
+            if not final:
+                return 0
+            self._emit("\\", j, j + 1)
+            return 1
+        c = raw[j + 1]
+        if c in _JSON_SIMPLE:
+            self._emit(_JSON_SIMPLE[c], j, j + 2)
+            return 2
+        if c != "u":
+            self._emit("\\", j, j + 1)
+            return 1
+        if not _HEX4.fullmatch(raw, j + 2, j + 6):
+            if not final and n < j + 6 and _HEX4.fullmatch(raw[j + 2 :] + "0000"[: j + 6 - n]):
+                return 0
+            self._emit("\\", j, j + 1)
+            return 1
+        code = int(raw[j + 2 : j + 6], 16)
+        if 0xD800 <= code < 0xDC00:  # a high surrogate: a low one may follow
+            tail = raw[j + 6 : j + 12]
+            if len(tail) < 6 and not final and _pair_prefix(tail):
+                return 0
+            if len(tail) == 6 and tail[:2] == "\\u" and _HEX4.fullmatch(tail, 2):
+                low = int(tail[2:], 16)
+                if 0xDC00 <= low < 0xE000:
+                    ch = chr(0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00))
+                    self._emit(ch, j, j + 12)
+                    return 12
+            self._emit("\ufffd", j, j + 6)
+            return 6
+        self._emit("\ufffd" if 0xDC00 <= code < 0xE000 else chr(code), j, j + 6)
+        return 6
+
+
+def _pair_prefix(tail: str) -> bool:
+    """Whether `tail` could still grow into `\\uDC00`..`\\uDFFF`."""
+    target = "\\u"
+    if len(tail) <= 2:
+        return target.startswith(tail)
+    if tail[:2] != target:
+        return False
+    hexpart = tail[2:]
+    if not all(c in "0123456789abcdefABCDEF" for c in hexpart):
+        return False
+    low = int((hexpart + "0000")[:4], 16)
+    high = int((hexpart + "FFFF")[:4], 16)
+    return low <= 0xDFFF and high >= 0xDC00
+
+
+def project(text: str, mode: ProjectionMode = "markdown") -> str:
+    """The one-shot projection of a whole text, which streaming always equals."""
+    p = Projector(mode)
+    p.extend(text, final=True)
+    return p.text

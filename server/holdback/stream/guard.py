@@ -61,8 +61,9 @@ DEFAULT_WINDOW = 256
 MARGIN = 64  # longer than any value of bounded length, with its separators
 _CONTEXT = 80  # characters of already-released text kept for look-behinds
 
-_KEY_BEGIN = re.compile(r"-{3,} ?BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)? ?-{3,}", re.I)
-_KEY_END = re.compile(r"-{3,} ?END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)? ?-{3,}", re.I)
+# A marker line is decided once a character that is not a dash follows it (or the text ends).
+_KEY_BEGIN = re.compile(r"-{3,} ?BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)? ?-{3,}(?=[^-])", re.I)
+_KEY_END = re.compile(r"-{3,} ?END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)? ?-{3,}(?=[^-]|\Z)", re.I)
 _KEY_END_MAX = 80  # an END line is shorter than this: keep as much to find one split in two
 
 _State = Literal["screening", "key_block", "closed", "blocked", "failed"]
@@ -164,6 +165,7 @@ class Guard:
         self._context = ""
         self._released = 0  # projected stream offset of the held text
         self._state: _State = "screening"
+        self._continuing = False  # a candidate redacted at the window goes on at the front
         self._stored: list[str] = []
         self.redacted: Counter[str] = Counter()
 
@@ -295,6 +297,10 @@ class Guard:
         out: list[str],
     ) -> None:
         proj = self._proj
+        if self._continuing:
+            hold, findings, tokenize = self._swallow_continuation(hold, findings, tokenize)
+            if hold == 0:
+                return
         clusters = _clusters(findings)
         if clusters and self.mode == "block":
             self._block(clusters[0][0], [f.kind for c in clusters for f in c[2]], out)
@@ -355,10 +361,38 @@ class Guard:
         self._context = (self._context + text)[-_CONTEXT:]
         self._released += n
 
+    def _swallow_continuation(
+        self, hold: int, findings: list[Finding], tokenize: list[tuple[int, int, str]]
+    ) -> tuple[int, list[Finding], list[tuple[int, int, str]]]:
+        """Drop the rest of a candidate redacted at the window, up to the next space.
+
+        Its label went out with the part already redacted. What is left of `hold` is released
+        as usual; a finding that reaches into the dropped text is dropped with it.
+        """
+        text = self._proj.text
+        end = next((i for i in range(hold) if text[i].isspace()), hold)
+        for f in sorted(findings, key=lambda f: f.start):
+            if f.start < end < f.end:
+                end = f.end
+        if end < hold:
+            self._continuing = False
+        if end:
+            proj = self._proj
+            self._skip_restored(proj.raw_base, proj.hi[end - 1])
+            self._advance(end, text[:end])
+        kept = [
+            Finding(f.start - end, f.end - end, f.kind, f.value) for f in findings if f.start >= end
+        ]
+        toks = [(s - end, e - end, t) for s, e, t in tokenize if s >= end]
+        return hold - end, kept, toks
+
     def _redact_held(self, window: str, out: list[str]) -> None:
         """The candidate at the start is open a whole window later: redact it, fail closed."""
         _, findings, _ = self._scan(window, final=True)
         cut = max(len(window) - MARGIN, len(window) // 2)
+        space = window.rfind(" ", cut - MARGIN // 2, cut)
+        if space > 0:
+            cut = space + 1  # a cut between words reads better, and only widens the overlap
         for f in sorted(findings, key=lambda f: f.start):
             if f.start < cut < f.end:
                 cut = f.end
@@ -366,16 +400,19 @@ class Guard:
             self._block(0, [HELD_TOO_LONG], out)
         proj = self._proj
         lo, hi = proj.raw_base, proj.hi[cut - 1]
-        label = redaction_label(HELD_TOO_LONG)
-        self.redacted[HELD_TOO_LONG] += 1
-        out.append(label)
-        self._stored.append(label)
+        if not self._continuing:
+            label = redaction_label(HELD_TOO_LONG)
+            self.redacted[HELD_TOO_LONG] += 1
+            out.append(label)
+            self._stored.append(label)
+        self._continuing = True
         self._skip_restored(lo, hi)
         self._advance(cut, window[:cut])
 
     def _enter_key_block(self, out: list[str]) -> None:
         if self.mode == "block":
             self._block(0, [KEY_BLOCK], out)
+        self._continuing = False
         label = redaction_label(KEY_BLOCK)
         self.redacted[KEY_BLOCK] += 1
         out.append(label)
@@ -387,6 +424,8 @@ class Guard:
         proj = self._proj
         norm = normalize(proj.text)
         m = _KEY_END.search(norm.text)
+        if m is not None and m.end() == len(norm.text) and not final:
+            m = None  # more dashes may follow
         if m is not None:
             n = norm.span_to_original(m.start(), m.end())[1]
         elif final:

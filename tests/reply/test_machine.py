@@ -245,3 +245,13 @@ def test_every_frame_field_is_screened_or_from_a_closed_vocabulary(
             assert f.call_id.startswith("call_x_")
             assert f.name is not None
             assert re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", f.name)
+
+
+def test_block_mode_blocks_on_a_value_in_a_tool_name() -> None:
+    frames = play(
+        machine(mode="block"),
+        [ToolCallStart("u", "pay_" + CARD.replace(" ", ""), 0), End("stop", None)],
+    )
+    assert [f["code"] for f in frames if f["type"] == "error"] == ["blocked"]
+    assert frames[-1]["status"] == "blocked"
+    assert CARD.replace(" ", "") not in json.dumps(frames)

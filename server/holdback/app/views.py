@@ -8,21 +8,49 @@ is. Titles are stored tokenized too and restored like any other text.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
+from holdback.reply.frames import REPLACED_TOOL_NAME, TOOL_NAME, finish_reason
 from holdback.store.records import Conversation, Message
 from holdback.stream import Restorer, restore
 from holdback.stream.restorer import json_escape
 from holdback.tokens import TokenIndex
 from holdback.vault import Vault
 
+_CALL_ID = re.compile(r"call_[0-9a-f]{0,16}_?[0-9]{1,4}")
+
 
 def _tool_calls(message: Message) -> list[dict[str, str]]:
+    """Stored tool calls, with names and ids held to the frame rules (rows from before them)."""
     try:
         calls = json.loads(message.parts.get("tool_calls", "[]"))
     except ValueError:
         return []
-    return [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+    if not isinstance(calls, list):
+        return []
+    out = []
+    for n, c in enumerate((c for c in calls if isinstance(c, dict)), start=1):
+        name, call_id, arguments = c.get("name"), c.get("call_id"), c.get("arguments")
+        out.append(
+            {
+                "call_id": call_id
+                if isinstance(call_id, str) and _CALL_ID.fullmatch(call_id)
+                else f"call_{n}",
+                "name": name
+                if isinstance(name, str) and TOOL_NAME.fullmatch(name)
+                else REPLACED_TOOL_NAME,
+                "arguments": arguments if isinstance(arguments, str) else "",
+            }
+        )
+    return out
+
+
+def _finish_reason(message: Message) -> str | None:
+    """Stored reasons from before the closed vocabulary are read through it."""
+    if message.role != "assistant" or message.status == "streaming":
+        return None
+    return finish_reason(message.finish_reason)
 
 
 def _restore_json_values(text: str, index: TokenIndex) -> str:
@@ -48,7 +76,7 @@ def restore_message(message: Message, vault: Vault) -> dict[str, Any]:
         ],
         "masked": message.meta.get("masked", []),
         "status": message.status,
-        "finish_reason": message.finish_reason,
+        "finish_reason": _finish_reason(message),
         "created_at": message.created_at.isoformat(),
     }
 
@@ -63,7 +91,7 @@ def model_view(message: Message) -> dict[str, Any]:
         "tool_calls": _tool_calls(message),
         "masked": message.meta.get("masked", []),
         "status": message.status,
-        "finish_reason": message.finish_reason,
+        "finish_reason": _finish_reason(message),
         "created_at": message.created_at.isoformat(),
     }
 

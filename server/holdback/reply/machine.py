@@ -22,6 +22,7 @@ the pump sends after its store write. No asyncio, no provider or web types.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -53,6 +54,7 @@ from holdback.reply.frames import (
 from holdback.stream import ReplyBlockedError, ReplyFilter
 from holdback.stream.projection import ProjectionMode
 
+_SEPARATORS = re.compile(r"[_.-]")
 MAX_TOOL_CALLS = 64  # per reply; calls beyond it are dropped, never shown
 
 # Makes a fresh reply filter for a channel: its projection, and whether restored values go into
@@ -234,15 +236,23 @@ class ReplyMachine:
         )
 
     def _screen_name(self, name: str) -> str:
-        """A tool name as shown: screened, and within `TOOL_NAME`; else a fixed one."""
+        """A tool name as shown: screened, and within `TOOL_NAME`; else a fixed one.
+
+        A name is an identifier, so it is screened as written and with its separators read as
+        spaces (`pay_4556737586899855` holds a card number). In block mode a finding in the
+        name blocks the reply, as anywhere else.
+        """
         if not TOOL_NAME.fullmatch(name):
             return REPLACED_TOOL_NAME
-        screen = self._make_filter("plain", False)
-        try:
-            shown = screen.feed(name) + screen.flush()
-        except HoldbackError:  # blocked or failed: the name is not shown either way
-            return REPLACED_TOOL_NAME
-        return name if shown == name else REPLACED_TOOL_NAME
+        for spelling in (name, _SEPARATORS.sub(" ", name)):
+            screen = self._make_filter("plain", False)
+            try:
+                shown = screen.feed(spelling) + screen.flush()
+            except FilterFailedError:  # the name is not shown, whatever it held
+                return REPLACED_TOOL_NAME
+            if shown != spelling:
+                return REPLACED_TOOL_NAME
+        return name
 
     def _text(self, channel: str, text: str, out: list[Frame]) -> None:
         if text:

@@ -78,10 +78,10 @@ EMAIL = RegexDetector(
 
 CREDIT_CARD = RegexDetector(
     "credit_card",
-    regex.compile(r"[0-9](?<![\w\-.,](?s:.))[0-9]*+(?:[ \-] ?[0-9]++)*+"),
-    longest_group_prefix(v.credit_card_ok, " -"),
-    alphabet=r"[0-9 \-]",
-    starts=r"(?<![\w\-.,])[0-9]",
+    regex.compile(r"[0-9](?<![0-9_\-.,/](?s:.))[0-9]*+(?:[ \-./] ?[0-9]++)*+"),
+    longest_group_prefix(v.credit_card_ok, " -./"),
+    alphabet=r"[0-9 \-./]",
+    starts=r"(?<![0-9_\-.,/])[0-9]",
     gate="[0-9]",
 )
 
@@ -117,11 +117,12 @@ IBAN = RegexDetector(
 US_SSN = RegexDetector(
     "us_ssn",
     regex.compile(
-        r"[0-9](?<![\w\-.](?s:.))[0-9]{2}(?P<ssn_sep>[\- ])[0-9]{2}(?P=ssn_sep)[0-9]{4}(?![\w\-])"
+        r"[0-9](?<![0-9A-Za-z_\-.](?s:.))[0-9]{2}(?P<ssn_sep>[\- ])[0-9]{2}(?P=ssn_sep)[0-9]{4}"
+        r"(?![0-9A-Za-z_\-])"
     ),
     whole(v.us_ssn_ok),
     alphabet=r"[0-9 \-]",
-    starts=r"(?<![\w\-.])[0-9]",
+    starts=r"(?<![0-9A-Za-z_\-.])[0-9]",
     gate="[0-9]",
 )
 
@@ -194,13 +195,13 @@ def make_phone(region: str = "US") -> RegexDetector:
     return RegexDetector(
         "phone",
         regex.compile(
-            r"(?=[+(]|(?<![0-9][ .\-])[0-9])(?<![\w+\-.@/])"
+            r"(?=[+(]|(?<![0-9][ .\-])[0-9])(?<![0-9A-Za-z_+\-.@/])"
             r"(?:\+[0-9]{1,3}[ .\-]?)?(?:\([0-9]{1,5}\)[ .\-]?)?"
             r"[0-9]++(?:[ .\-] ?[0-9]++)*+"
         ),
         _phones(_phone_ok(region)),
         alphabet=r"[0-9 ().+\-]",
-        starts=r"(?<![\w+\-.@/])[+(0-9]",
+        starts=r"(?<![0-9A-Za-z_+\-.@/])[+(0-9]",
         lookback=64,
         gate="[0-9+(]",
     )

@@ -28,6 +28,8 @@ class ReplyFilter:
     def __init__(self, guard: Guard | None, restorer: Restorer) -> None:
         self.guard = guard
         self.restorer = restorer
+        if guard is not None:
+            guard.after_restorer()
         self._failed = False
         self._stored: list[str] = []  # without a guard: the restorer's input, as it was
 

@@ -154,8 +154,9 @@ class Guard:
                 kind = parse_id(token_id(token))[0].lower()
                 norm = normalize_value(kind, value, phone_region=phone_region)
                 self._tokens[(kind, norm)] = f"<{token_id(token)}>"
-        for token in vault or ():
-            self._tokens[(TOKEN, token_id(token))] = ""
+        self._vault_ids = {token_id(token) for token in vault or ()}
+        for ident in self._vault_ids:
+            self._tokens[(TOKEN, ident)] = ""
         self.mode = mode
         self.window = window
         self._phone_region = phone_region
@@ -168,6 +169,13 @@ class Guard:
         self._continuing = False  # a candidate redacted at the window goes on at the front
         self._stored: list[str] = []
         self.redacted: Counter[str] = Counter()
+
+    def after_restorer(self) -> None:
+        """A restorer runs before this guard: a vault token's spelling that reaches the guard
+        was not restored (it was encoded, or glued to other text), so it is redacted like any
+        other token text. Ids the user typed before they existed (reserved) stay allowed."""
+        for ident in self._vault_ids:
+            self._tokens.pop((TOKEN, ident), None)
 
     @property
     def pending(self) -> str:

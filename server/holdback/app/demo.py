@@ -3,8 +3,9 @@
 `/demo/ws/naive` replaces whole tokens chunk by chunk, as a naive proxy would, so every token
 the stream splits (`<EMAIL_` + `1>`) reaches the wire as fragments, and the values the model
 made up on its own go out unscreened. `/demo/ws/holdback` runs the same chunks through the real
-filter chain. The naive pipeline exists only here, behind its own routes: nothing else can
-select it, and it never touches a real conversation or the store.
+filter chain, through the same `ReplyMachine` every real reply goes out of. The naive pipeline
+exists only here, behind its own routes: nothing else can select it, and it never touches a
+real conversation or the store.
 """
 
 from __future__ import annotations
@@ -20,7 +21,12 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from holdback.app.runtime import Runtime
 from holdback.app.sender import encode
 from holdback.detect import default_detectors
+from holdback.providers.events import End, TextDelta
+from holdback.reply.frames import AssistantDelta, AssistantDone, ErrorFrame, Frame
+from holdback.reply.machine import ReplyMachine
 from holdback.stream import Guard, ReplyFilter, Restorer, forbidden_matcher
+from holdback.stream.projection import ProjectionMode
+from holdback.stream.restorer import json_escape
 
 VAULT = {
     "<EMAIL_1>": "sarah.connor@cyberdyne.example",
@@ -60,9 +66,33 @@ class NaiveReplacer:
         return ""
 
 
-def holdback_filter() -> ReplyFilter:
-    guard = Guard(default_detectors(), forbidden=forbidden_matcher(FORBIDDEN), vault=VAULT)
-    return ReplyFilter(guard, Restorer(VAULT))
+def holdback_filter(
+    projection: ProjectionMode = "markdown", json_values: bool = False
+) -> ReplyFilter:
+    guard = Guard(
+        default_detectors(),
+        forbidden=forbidden_matcher(FORBIDDEN),
+        vault=VAULT,
+        projection=projection,
+    )
+    return ReplyFilter(guard, Restorer(VAULT, escape=json_escape if json_values else None))
+
+
+def _naive_frames(message_id: str) -> list[list[Frame]]:
+    naive = NaiveReplacer()
+    frames: list[list[Frame]] = []
+    for chunk in script_chunks():
+        text = naive.feed(chunk)
+        frames.append([AssistantDelta("demo", message_id, "content", text)] if text else [])
+    frames.append([AssistantDone("demo", message_id, "stop", "complete")])
+    return frames
+
+
+def _holdback_frames(message_id: str) -> list[list[Frame]]:
+    machine = ReplyMachine("demo", message_id, holdback_filter)
+    frames = [machine.receive(TextDelta("content", chunk)) for chunk in script_chunks()]
+    frames.append([*machine.receive(End("stop", None)), *machine.done(stored=True)])
+    return frames
 
 
 async def demo_page(request: Request) -> Response:
@@ -86,42 +116,17 @@ async def _replay(websocket: WebSocket, naive: bool) -> None:
             message = await websocket.receive_json()
             if not isinstance(message, dict) or message.get("type") != "start":
                 await websocket.send_text(
-                    encode({"type": "error", "code": "unknown_type", "message": "send start"})
+                    encode(ErrorFrame("unknown_type", detail="send start").wire())
                 )
                 continue
-            pipeline: NaiveReplacer | ReplyFilter = NaiveReplacer() if naive else holdback_filter()
             message_id = "demo-naive" if naive else "demo-holdback"
-            for chunk in script_chunks():
-                text = pipeline.feed(chunk)
-                if text:
-                    await websocket.send_text(encode(_delta(message_id, text)))
+            steps = _naive_frames(message_id) if naive else _holdback_frames(message_id)
+            for step in steps:
+                for frame in step:
+                    await websocket.send_text(encode(frame.wire()))
                 await asyncio.sleep(delay)
-            rest = pipeline.flush()
-            if rest:
-                await websocket.send_text(encode(_delta(message_id, rest)))
-            await websocket.send_text(
-                encode(
-                    {
-                        "type": "assistant_done",
-                        "conversation_id": "demo",
-                        "message_id": message_id,
-                        "finish_reason": "stop",
-                        "status": "complete",
-                    }
-                )
-            )
     except (WebSocketDisconnect, ValueError):
         return
-
-
-def _delta(message_id: str, text: str) -> dict[str, str]:
-    return {
-        "type": "assistant_delta",
-        "conversation_id": "demo",
-        "message_id": message_id,
-        "channel": "content",
-        "text": text,
-    }
 
 
 async def naive_socket(websocket: WebSocket) -> None:

@@ -171,6 +171,7 @@ async def get_conversation(request: Request) -> Response:
         for message in body["messages"]:
             if message["id"] == reply.message_id:
                 message["status"] = "streaming"
+                message["finish_reason"] = None
     return JSONResponse(body)
 
 

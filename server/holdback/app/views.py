@@ -48,7 +48,7 @@ def _tool_calls(message: Message) -> list[dict[str, str]]:
 
 def _finish_reason(message: Message) -> str | None:
     """Stored reasons from before the closed vocabulary are read through it."""
-    if message.role != "assistant" or message.status == "streaming":
+    if message.role != "assistant":
         return None
     return finish_reason(message.finish_reason)
 

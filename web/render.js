@@ -8,17 +8,44 @@
  * escaped result is sanitized again regardless. Images are never loaded from model output: a
  * markdown image becomes a link, so a reply cannot make the browser fetch a URL by itself.
  * Privacy markers (masked spans, tokens, guard redactions) are added after sanitizing, on text
- * nodes only, so model output can never forge one.
+ * nodes only, so model output can never forge one. A link to another origin shows where it
+ * goes, next to it, in text.
+ *
+ * What is shown is what the guard screened (docs/threat-model.md): the server screens reply
+ * text as this renderer shows it. The projection module server/holdback/stream/projection.py
+ * and this renderer must agree. The projection decodes one level of HTML character references,
+ * drops markdown backslash escapes before ASCII punctuation, and ignores the emphasis, code and
+ * strike markers (`*`, `_` unless between two alphanumerics, `` ` ``, `~`). So marked runs
+ * with nothing that decodes or rewrites more than that:
+ * - gfm on (tables, strike, task lists, URL autolinks), breaks off, pedantic off, no
+ *   extensions; marked 18 has no smartypants/typographer and no email mangling at all;
+ * - character references are left to the HTML parser, which decodes them once (marked itself
+ *   decodes numeric ones in plain text, also once); in code they are shown as written;
+ * - backslash escapes in link destinations and titles are dropped before ASCII punctuation
+ *   only (marked's default drops them before any Unicode punctuation or symbol);
+ * - a link's `href` is the destination as written, not run through `encodeURI` (the browser's
+ *   URL parser percent-encodes it when the link is followed; nothing is ever percent-decoded),
+ *   so the destination shown beside a link is exactly the text the guard screened;
+ * - bare email addresses (`a@b.example`, `<a@b.example>`) stay text, never `mailto:` links, so
+ *   a restored address never sits in an `href`.
+ * The token and guard-label syntax is the server's own, served as `/syntax.js`
+ * (server/holdback/app/syntax.py, generated from server/holdback/tokens.py).
  */
 
-import { Marked } from './vendor/marked/marked.esm.js';
+import { Lexer, Marked, Tokenizer } from './vendor/marked/marked.esm.js';
 import DOMPurify from './vendor/dompurify/purify.es.mjs';
+import {
+  REDACTION_SOURCE, TOKEN_SOURCE, URL_LABEL_SOURCE, pattern,
+} from '/syntax.js';
 
-/** A token as the model sees it: `<KIND_N>` (see server/holdback/tokens.py). */
-export const TOKEN_PATTERN = /<[A-Z][A-Z0-9_]*_[1-9][0-9]*>/g;
+/** A token as the model sees it: `<KIND_N>` (server/holdback/tokens.py, via /syntax.js). */
+export const TOKEN_PATTERN = pattern(TOKEN_SOURCE);
 
 /** A guard redaction: `[redacted]` (a forbidden term) or `[redacted <kind>]` (a detector). */
-export const REDACTION_PATTERN = /\[redacted(?: ([A-Za-z0-9_ -]{1,40}))?\]/g;
+export const REDACTION_PATTERN = pattern(REDACTION_SOURCE);
+
+/** A token inside a URL, written as its kind instead of its value: `[email]`. */
+export const URL_LABEL_PATTERN = pattern(URL_LABEL_SOURCE);
 
 const ALLOWED_TAGS = [
   'a', 'p', 'br', 'hr', 'h1', 'h2', 'h3', 'h4', 'h5', 'h6', 'strong', 'em', 'del', 's',
@@ -27,6 +54,13 @@ const ALLOWED_TAGS = [
 ];
 const ALLOWED_ATTR = ['href', 'title', 'align', 'start', 'type', 'checked', 'disabled', 'class'];
 const CODE_CLASS = /^language-[A-Za-z0-9_+#.-]{1,40}$/;
+// Backslash escapes marked drops in link destinations and titles: before ASCII punctuation
+// only, as the server's projection does (CommonMark's own rule).
+const ASCII_PUNCTUATION_ESCAPE = /\\([!-/:-@[-`{-~])/g;
+const DESTINATION_MAX = 80;
+// Characters a destination shows percent-encoded, so it reads as what it is: controls,
+// format characters (bidi overrides, zero-width), line and paragraph separators, odd spaces.
+const UNSHOWABLE = /[\p{C}\p{Zl}\p{Zp}\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]/gu;
 
 /** HTML-escape text for the markdown renderer's output (which is sanitized afterwards). */
 export function escapeHtml(text) {
@@ -38,17 +72,72 @@ export function escapeHtml(text) {
     .replaceAll("'", '&#39;');
 }
 
-const markdown = new Marked({ gfm: true, breaks: false, async: false });
+/**
+ * HTML-escape text but keep its character references (`&lt;`, `&#64;`), which the HTML parser
+ * then decodes once: the one level of decoding the server's projection applies too. This is
+ * what marked does for text and link destinations.
+ */
+export function escapeKeepingReferences(text) {
+  return String(text).replace(
+    /[<>"']|&(?!(?:#\d{1,7}|#[Xx][a-fA-F0-9]{1,6}|\w+);)/g,
+    (ch) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[ch],
+  );
+}
+
+/** A string `encodeURI` accepts (no lone surrogates); marked drops links that are not. */
+function wellFormed(text) {
+  try {
+    encodeURI(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+// marked reads this rule from its (module-wide) inline grammars when it unescapes a link's
+// destination or title, or a definition's: narrow it to ASCII punctuation, in every grammar.
+// The vendored file stays unmodified; tests/browser/test_render_links.py checks the effect.
+for (const grammar of Object.values(Lexer.rules.inline)) {
+  grammar.anyPunctuation = ASCII_PUNCTUATION_ESCAPE;
+}
+
+/** An email autolink (`a@b.example`, `<a@b.example>`) as the plain text it was. */
+function emailAsText(token) {
+  if (!token || !String(token.href).startsWith('mailto:') || token.text === token.href) return token;
+  return { type: 'text', raw: token.raw, text: token.raw };
+}
+
+const markdown = new Marked({ gfm: true, breaks: false, pedantic: false, async: false });
 markdown.use({
+  tokenizer: {
+    url(src) {
+      return emailAsText(Tokenizer.prototype.url.call(this, src));
+    },
+    autolink(src) {
+      return emailAsText(Tokenizer.prototype.autolink.call(this, src));
+    },
+  },
   renderer: {
     // Raw HTML in model output is shown, not interpreted.
     html({ text }) {
       return escapeHtml(text);
     },
+    // The destination as written (see the top of this module); an autolink's text and
+    // destination are both shown exactly as written, without reference decoding.
+    link({ href, title, tokens, text, autolink }) {
+      const body = autolink ? escapeHtml(text) : this.parser.parseInline(tokens);
+      if (!wellFormed(href)) return body;
+      const dest = autolink ? escapeHtml(href) : escapeKeepingReferences(href);
+      const titled = title ? ` title="${escapeKeepingReferences(title)}"` : '';
+      return `<a href="${dest}"${titled}>${body}</a>`;
+    },
     // An image would be fetched as soon as it renders: offer it as a link instead.
-    image({ href, text }) {
-      const label = `image: ${text || href}`;
-      return `<a href="${escapeHtml(href)}">${escapeHtml(label)}</a>`;
+    image({ href, title, tokens, text }) {
+      const alt = tokens ? this.parser.parseInline(tokens, this.parser.textRenderer) : text;
+      const label = escapeKeepingReferences(`image: ${alt || 'untitled'}`);
+      if (!wellFormed(href)) return label;
+      const titled = title ? ` title="${escapeKeepingReferences(title)}"` : '';
+      return `<a href="${escapeKeepingReferences(href)}"${titled}>${label}</a>`;
     },
   },
 });
@@ -65,6 +154,7 @@ purifier.addHook('afterSanitizeAttributes', (node) => {
   if (node.nodeName === 'A' && node.hasAttribute('href')) {
     node.setAttribute('target', '_blank');
     node.setAttribute('rel', 'noopener noreferrer');
+    node.setAttribute('referrerpolicy', 'no-referrer');
   }
   if (node.nodeName === 'INPUT') {
     if (node.getAttribute('type') !== 'checkbox') node.remove();
@@ -85,9 +175,10 @@ export function sanitize(html) {
   return purifier.sanitize(html, PURIFY_CONFIG);
 }
 
-/** Markdown text -> sanitized DocumentFragment, with guard redactions marked. */
+/** Markdown text -> sanitized DocumentFragment, with link destinations and redactions shown. */
 export function renderMarkdown(text) {
   const fragment = sanitize(markdown.parse(String(text ?? '')));
+  showLinkDestinations(fragment);
   markRedactions(fragment);
   return fragment;
 }
@@ -100,15 +191,61 @@ export function renderModelMarkdown(text) {
 }
 
 /**
- * Wrap every match of `pattern` inside the text nodes under `root` in an element made by
- * `wrap(match)`. Matches never span text nodes, and text already inside a wrapper is skipped.
+ * A link destination for display: exactly as written, with invisible or look-alike characters
+ * percent-encoded (an encoding, never a decoding) and cut after `max` characters.
  */
-export function wrapMatches(root, pattern, wrap, skipSelector) {
+export function destinationText(href, max = DESTINATION_MAX) {
+  const visible = String(href).replace(UNSHOWABLE, (ch) => encodeURIComponent(ch));
+  const chars = [...visible];
+  return chars.length > max ? `${chars.slice(0, max - 1).join('')}…` : visible;
+}
+
+/** Whether a link points outside this page's origin (unparseable ones count as outside). */
+export function isOtherOrigin(href, base = document.baseURI) {
+  try {
+    const url = new URL(href, base);
+    return url.origin !== new URL(base).origin;
+  } catch {
+    return true;
+  }
+}
+
+/**
+ * After every link to another origin whose text is not already its destination, a
+ * `<span class="link-dest" data-testid="link-destination">` showing ` (destination)`; the whole
+ * destination is its title. Same-origin links (and links without an href) get none.
+ */
+export function showLinkDestinations(root, base = document.baseURI) {
+  const doc = root.ownerDocument ?? document;
+  let count = 0;
+  for (const a of root.querySelectorAll('a[href]')) {
+    const href = a.getAttribute('href');
+    if (!isOtherOrigin(href, base)) continue;
+    const text = a.textContent.trim();
+    if (text === href || `http://${text}` === href) continue; // an autolink shows it already
+    const dest = doc.createElement('span');
+    dest.className = 'link-dest';
+    dest.setAttribute('data-testid', 'link-destination');
+    dest.title = `this link goes to ${destinationText(href, Infinity)}`;
+    dest.textContent = ` (${destinationText(href)})`;
+    a.after(dest);
+    count += 1;
+  }
+  return count;
+}
+
+/**
+ * Wrap every match of `pattern` inside the text nodes under `root` in an element made by
+ * `wrap(match)`. Matches never span text nodes; text inside `skipSelector` is skipped, and
+ * with `withinSelector` only text inside it is considered.
+ */
+export function wrapMatches(root, pattern, wrap, skipSelector, withinSelector) {
   const doc = root.ownerDocument ?? document;
   const walker = doc.createTreeWalker(root, NodeFilter.SHOW_TEXT);
   const nodes = [];
   for (let node = walker.nextNode(); node; node = walker.nextNode()) {
     if (skipSelector && node.parentElement?.closest(skipSelector)) continue;
+    if (withinSelector && !node.parentElement?.closest(withinSelector)) continue;
     nodes.push(node);
   }
   let count = 0;
@@ -133,17 +270,29 @@ export function wrapMatches(root, pattern, wrap, skipSelector) {
   return count;
 }
 
-/** Mark the output guard's redactions: `<span class="redaction">`. */
+/**
+ * Mark the output guard's redactions: `<span class="redaction">`, with `data-kind` for
+ * `[redacted <kind>]`; inside links and their destinations also the kind labels that stand for
+ * a value in a URL (`[email]`), with the class `url-label` too.
+ */
 export function markRedactions(root) {
-  return wrapMatches(root, REDACTION_PATTERN, (m, doc) => {
+  const marked = wrapMatches(root, REDACTION_PATTERN, (m, doc) => {
     const span = doc.createElement('span');
     span.className = 'redaction';
-    if (m[1]) span.dataset.kind = m[1];
-    span.title = m[1]
-      ? `removed by the output guard: the model wrote a value of kind "${m[1]}"`
+    const kind = m.groups?.kind;
+    if (kind) span.dataset.kind = kind;
+    span.title = kind
+      ? `removed by the output guard: the model wrote a value of kind "${kind}"`
       : 'removed by the output guard: a forbidden term';
     return span;
   }, '.redaction, .token');
+  return marked + wrapMatches(root, URL_LABEL_PATTERN, (m, doc) => {
+    const span = doc.createElement('span');
+    span.className = 'redaction url-label';
+    span.dataset.kind = m.groups.kind;
+    span.title = `a value of kind "${m.groups.kind}" stood here: a link never carries your values`;
+    return span;
+  }, '.redaction, .token', 'a, .link-dest');
 }
 
 /** Mark vault tokens (`<EMAIL_1>`) in text the model saw: `<mark class="token">`. */

@@ -82,8 +82,16 @@ def server_env(root: Path, upstream_url: str) -> dict[str, str]:
     return env
 
 
-def start_server(root: Path, upstream_url: str) -> ServerProcess:
-    sensitive, forbidden = write_term_files(root)
+def start_server(
+    root: Path,
+    upstream_url: str,
+    *,
+    terms: tuple[list[Path], list[Path]] | None = None,
+    extra_args: tuple[str, ...] = (),
+) -> ServerProcess:
+    """`holdback serve` on a free loopback port, with the canary term files unless `terms`
+    gives other (sensitive, forbidden) files; `extra_args` go on its command line."""
+    sensitive, forbidden = terms if terms is not None else write_term_files(root)
     log_path = root / "server.log"
     command = [
         str(holdback_executable()),
@@ -98,6 +106,7 @@ def start_server(root: Path, upstream_url: str) -> ServerProcess:
         *map(str, sensitive),
         "--forbidden-terms",
         *map(str, forbidden),
+        *extra_args,
     ]
     with log_path.open("wb") as log:
         process = subprocess.Popen(

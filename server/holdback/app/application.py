@@ -23,7 +23,7 @@ from starlette.routing import Mount, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from holdback.app import demo, http_api
+from holdback.app import demo, http_api, syntax
 from holdback.app.auth import Authenticator
 from holdback.app.pipeline import ChatService
 from holdback.app.runtime import Runtime
@@ -130,6 +130,7 @@ def create_app(settings: Settings, provider: Provider | None = None) -> Starlett
         *http_api.routes,
         WebSocketRoute("/ws", chat_socket),
         *demo.routes,
+        syntax.route,
         Mount("/", app=StaticFiles(directory=web_dir(dict(settings.env)), html=True), name="web"),
     ]
     return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(ContainErrors)])

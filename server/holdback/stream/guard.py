@@ -96,6 +96,11 @@ def forbidden_matcher(terms: Iterable[str]) -> TermMatcher:
     return TermMatcher(FORBIDDEN, terms, whole_words=False)
 
 
+# Every label `redaction_label` writes, and nothing the model could pass off as more: a kind is
+# a detector kind or a term-list name (letters, digits, `_`, `-`, spaces).
+REDACTION_LABEL_RE = re.compile(r"\[redacted(?: (?P<kind>[A-Za-z0-9_ -]{1,40}))?\]")
+
+
 def redaction_label(kind: str) -> str:
     """The one spelling of a redaction: `[redacted]` for a forbidden term, else by kind."""
     if kind == FORBIDDEN:

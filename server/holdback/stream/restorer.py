@@ -309,6 +309,10 @@ def json_escape(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)[1:-1]
 
 
+# Every label `url_label` writes: a token's kind, lower-case, with no space (a URL has none).
+URL_LABEL_RE = re.compile(r"\[(?P<kind>[a-z][a-z0-9_-]{0,39})\]")
+
+
 def url_label(ident: str) -> str:
     """What a token shows as inside a URL: its kind, never its value (`[email]`)."""
     return f"[{parse_id(ident)[0].lower()}]"

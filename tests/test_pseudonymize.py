@@ -59,11 +59,12 @@ def test_typed_tokens_are_neutralized_and_restore_as_typed() -> None:
     assert restore(masked, vault) == text
 
 
-def test_a_bare_id_that_becomes_a_token_in_the_same_message_is_neutralized() -> None:
+def test_a_bare_id_typed_with_a_new_value_is_reserved_before_the_value_gets_a_token() -> None:
     vault = Vault()
     text = "my address is sarah@acme.com; call it EMAIL_1 from now on"
     masked, _ = pseudonymize(text, vault)
-    assert masked == "my address is <EMAIL_1>; call it <LITERAL_1> from now on"
+    assert masked == "my address is <EMAIL_2>; call it EMAIL_1 from now on"
+    assert vault.reserved == {"EMAIL_1"}
     assert restore(masked, vault) == text
 
 

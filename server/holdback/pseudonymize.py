@@ -7,25 +7,29 @@ the values found. Two things make that hold:
 - anything in the user's own text that the restorer would replace (a token the user typed, such
   as `<EMAIL_1>`, or a bare `EMAIL_1` where EMAIL_1 is a token of this vault) is *neutralized*:
   it becomes a `literal` token of its own, which restores to exactly what the user typed and can
-  never be confused with a real token of the vault.
+  never be confused with a real token of the vault;
+- every other id the text spells (a bare `EMAIL_1` or `email\\_1` before EMAIL_1 exists, and
+  the id of every typed token) is *reserved* in the vault before any token is assigned, so it
+  never becomes a token later: the bare id stays in the masked text as typed, and the stored
+  text keeps restoring to what the user typed, however the vault grows afterwards.
 
 When a value is seen in a differently-spelled form (`Sarah@Acme.com` after `sarah@acme.com`)
 it gets the same token, which restores to the spelling seen first.
 
-`analyze()` does one pass without changing the vault and says which values still need tokens;
-the server has the store assign those (atomically, across writers) and calls it again.
-`pseudonymize()` does the same with an in-memory vault.
+`analyze()` does one pass without changing the vault and says which ids must be reserved and
+which values still need tokens; the server has the store reserve and assign those in one
+transaction (atomically, across writers, reservations first) and calls it again, until the
+analysis is `complete`. `pseudonymize()` does the same with an in-memory vault.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from holdback.detect import DetectorSet, Finding, default_detectors
 from holdback.detect.values import normalize_value
 from holdback.stream.restorer import find_forms, restore
-from holdback.tokens import ID_RE, is_word_char
+from holdback.tokens import bare_ids, find_typed_tokens, is_word_char
 from holdback.vault import Vault
 
 __all__ = [
@@ -39,11 +43,6 @@ __all__ = [
 ]
 
 LITERAL = "literal"
-
-# Anything shaped like a token, bracketed, in any case and with escaped underscores.
-_TYPED_TOKEN = re.compile(
-    r"(?:<|&lt;)([A-Za-z][A-Za-z0-9]*(?:(?:_|\\_)[A-Za-z0-9]+)*)(?:>|&gt;)", re.IGNORECASE
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,14 +69,23 @@ class VaultItem:
 
 @dataclass(slots=True)
 class Analysis:
+    """One pass of `Pseudonymizer.analyze`.
+
+    `reserve`: ids the text spells that the vault must reserve (canonical, sorted), before
+    `missing`, the values that need tokens, are assigned. `masked_text` is set once every value
+    has a token; it is final only when the analysis is `complete`, that is when nothing is left
+    to reserve either (a reservation can fail because the id has become a token meanwhile).
+    """
+
     findings: list[Finding]
     missing: list[VaultItem] = field(default_factory=list)
     masked_text: str | None = None
     masked: list[Masked] = field(default_factory=list)
+    reserve: list[str] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
-        return self.masked_text is not None
+        return self.masked_text is not None and not self.reserve
 
 
 class Pseudonymizer:
@@ -104,32 +112,55 @@ class Pseudonymizer:
         while True:
             findings = sorted([*found, *extra], key=lambda f: f.start)
             missing = self._missing(findings, vault)
+            reserve = self._unreserved(text, findings, vault)
             if missing:
-                return Analysis(findings, missing)
+                return Analysis(findings, missing, reserve=reserve)
             masked_text, masked = self._apply(text, findings, vault)
             stray = self._stray_forms(text, masked_text, masked, vault)
             if not stray:
-                return Analysis(findings, [], masked_text, masked)
+                return Analysis(findings, [], masked_text, masked, reserve)
             extra.extend(stray)
 
     def pseudonymize(self, text: str, vault: Vault) -> tuple[str, list[Masked]]:
-        """Mask a text, assigning new tokens in the (in-memory) vault as needed."""
+        """Mask a text, reserving ids and assigning new tokens in the (in-memory) vault."""
         while True:
             analysis = self.analyze(text, vault)
-            if analysis.masked_text is not None:
+            if analysis.complete:
+                assert analysis.masked_text is not None
                 return analysis.masked_text, analysis.masked
+            for ident in analysis.reserve:  # first: the values must not get these ids
+                vault.reserve(ident)
             for item in analysis.missing:
                 vault.assign(item.kind, item.value, item.normalized)
 
     # -- internals -------------------------------------------------------------------------
 
     def _typed_tokens(self, text: str) -> list[Finding]:
-        out = []
-        for m in _TYPED_TOKEN.finditer(text):
-            ident = m.group(1).replace("\\_", "_").upper()
-            if ID_RE.match(ident):
-                out.append(Finding(m.start(), m.end(), LITERAL, m.group()))
-        return out
+        return [
+            Finding(start, end, LITERAL, text[start:end])
+            for start, end, _ in find_typed_tokens(text)
+        ]
+
+    def _unreserved(self, text: str, findings: list[Finding], vault: Vault) -> list[str]:
+        """The ids the text spells outside its findings, and those of its typed tokens, that
+        are neither tokens nor reserved yet.
+
+        The text between two findings is what the masked text holds between two tokens,
+        which end in `>` and start with `<` (non-word characters, like the start and the end
+        of a text), so the ids spelled there are exactly those the restorer could ever find in
+        the masked text outside its tokens. Inside findings nothing is looked at: a value's
+        text must not reach the vault's clear columns.
+        """
+        ids: set[str] = set()
+        pos = 0
+        for f in findings:
+            ids |= bare_ids(text[pos : f.start])
+            if f.kind == LITERAL:
+                ids.update(ident for _, _, ident in find_typed_tokens(f.value))
+            pos = f.end
+        ids |= bare_ids(text[pos:])
+        ids.difference_update(vault.index().values, vault.reserved)
+        return sorted(ids)
 
     def _missing(self, findings: list[Finding], vault: Vault) -> list[VaultItem]:
         missing: dict[tuple[str, str], VaultItem] = {}

@@ -112,3 +112,64 @@ class TokenIndex:
 
     def __len__(self) -> int:
         return len(self.values)
+
+
+# -- Spellings of ids in arbitrary text ----------------------------------------------------
+#
+# User text can hold a token spelling before the token exists (`EMAIL_1`, `email\_1`,
+# `<Clients_2>`). What the restorer would take for a form of an id, if that id were in the
+# vault, is found here from the same pieces it reads (`ID_CHARS`, `ESCAPED_UNDERSCORE`,
+# `OPENERS`), and an id is valid only if `ID_RE` says so. Letters are matched as ASCII only
+# (no `re.IGNORECASE`: under it `ſ` and the Kelvin sign would pass for `s` and `k`).
+
+_LETTERS = "".join(sorted(c for c in ID_CHARS if c.isalpha()))
+# One id as it may be spelled: a letter, then id characters and escaped underscores.
+SPELLED_ID = f"[{_LETTERS}](?:[{''.join(sorted(ID_CHARS))}]|{re.escape(ESCAPED_UNDERSCORE)})*"
+
+
+def _caseless(text: str) -> str:
+    return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else re.escape(c) for c in text)
+
+
+# A bracketed spelling, `<EMAIL_1>` or `&lt;email\_1&gt;`: one group per opener, the spelled id.
+TYPED_TOKEN_RE = re.compile(
+    "|".join(f"{_caseless(o)}({SPELLED_ID}){_caseless(c)}" for o, c in OPENERS if o)
+)
+# The longest run that a bare spelling can start with: a letter after a non-word character (or
+# at the start). Which of its prefixes stand on a word boundary is decided by `bare_ids()`.
+BARE_ID_RE = re.compile(rf"(?<!\w){SPELLED_ID}")
+
+
+def spelled_id(spelled: str) -> str | None:
+    """The canonical id a spelling stands for (`email\\_1` -> `EMAIL_1`), or None if invalid."""
+    ident = ascii_upper(spelled.replace(ESCAPED_UNDERSCORE, "_"))
+    return ident if ID_RE.match(ident) else None
+
+
+def find_typed_tokens(text: str) -> Iterable[tuple[int, int, str]]:
+    """Every bracketed spelling of a valid id in a text: (start, end, canonical id)."""
+    for m in TYPED_TOKEN_RE.finditer(text):
+        ident = spelled_id(next(g for g in m.groups() if g is not None))
+        if ident is not None:
+            yield m.start(), m.end(), ident
+
+
+def bare_ids(text: str) -> set[str]:
+    """Every id of which a text holds a bare spelling on word boundaries, canonical.
+
+    These are exactly the ids the restorer could replace in the text's bare spellings, for
+    some vault: a run of id characters that starts after a non-word character, ending before
+    a non-word character (an escaped underscore's `\\` is one) or at the end of the text.
+    Bracketed spellings are included, since their inner id is bare on both sides.
+    """
+    found: set[str] = set()
+    for m in BARE_ID_RE.finditer(text):
+        run = m.group()
+        ends = [i for i in range(len(run)) if run.startswith(ESCAPED_UNDERSCORE, i)]
+        if m.end() == len(text) or not is_word_char(text[m.end()]):
+            ends.append(len(run))
+        for end in ends:
+            ident = spelled_id(run[:end])
+            if ident is not None:
+                found.add(ident)
+    return found

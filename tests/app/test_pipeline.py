@@ -27,6 +27,7 @@ from holdback.app.pipeline import (
     make_title,
     token_kind,
 )
+from holdback.app.views import restore_message
 from holdback.detect import DetectorSet
 from holdback.errors import wire_message
 from holdback.providers.base import ChatRequest
@@ -42,6 +43,7 @@ from holdback.providers.events import (
 from holdback.store import Store, VaultKey
 from holdback.store.errors import DatabaseLockedError
 from holdback.stream import forbidden_matcher
+from holdback.vault import Vault
 from tests.app.support import (
     CARD,
     EMAIL,
@@ -464,3 +466,21 @@ async def test_busy_is_refused_without_telling_another_user_the_conversation_exi
     assert busy.value.code == "busy"
     assert reply.task is not None
     await asyncio.wait_for(reply.task, timeout=10)
+
+
+async def test_a_bare_id_typed_before_it_existed_keeps_its_text(store: Store) -> None:
+    user = await store.create_user("alice", None)
+    provider = ScriptedProvider(echo())
+    svc = service(store, provider)
+    first = await run_reply(svc, user.id, "Call her EMAIL_1 for now")
+    cid = first.frames[0]["conversation_id"]
+    second = await run_reply(svc, user.id, f"Her address is {EMAIL}", cid)
+    # The real address got the next id; the literal one the user typed stays literal.
+    assert [m["token"] for m in second.frames[0]["masked"]] == ["<EMAIL_2>"]
+    assert first.text() == "Call her EMAIL_1 for now"
+    vault = Vault(await store.load_vault(cid))
+    messages = [restore_message(m, vault) for m in await store.list_messages(cid)]
+    assert messages[0]["text"] == "Call her EMAIL_1 for now"
+    assert messages[1]["text"] == "Call her EMAIL_1 for now"  # the echo, stored and restored
+    assert messages[2]["text"] == f"Her address is {EMAIL}"
+    assert provider.requests[-1].turns()[0].content == "Call her EMAIL_1 for now"

@@ -228,6 +228,8 @@ class ChatService:
     async def mask_text(self, conversation_id: str, text: str, vault: Vault) -> str:
         """Pseudonymize a text (a title, say) with the conversation's vault, storing new tokens."""
         vault_now = await self.store.load_vault(conversation_id)
+        for ident in vault_now.reserved:
+            vault.reserve(ident)
         for token, value in vault_now.items():
             if token not in vault:
                 vault.add(token, token_kind(token), value)
@@ -241,12 +243,18 @@ class ChatService:
     ) -> tuple[str, list[Masked]]:
         while True:
             analysis = self.pseudonymizer.analyze(text, vault)
-            if analysis.masked_text is not None:
+            if analysis.complete:
+                assert analysis.masked_text is not None
                 return analysis.masked_text, analysis.masked
             items = [VaultItem(m.kind, m.value, m.normalized) for m in analysis.missing]
-            tokens = await self.store.assign_tokens(conversation_id, items)
-            for item, token in zip(analysis.missing, tokens, strict=True):
+            # New tokens, and the bare ids the user typed reserved so they are never allocated.
+            update = await self.store.update_vault(conversation_id, items, reserve=analysis.reserve)
+            for ident in update.reserved:
+                vault.reserve(ident)
+            for item, token in zip(analysis.missing, update.tokens, strict=True):
                 vault.add(token, item.kind, item.value, item.normalized)
+            for token, value in update.taken.items():
+                vault.add(token, token_kind(token), value)
 
     def _filter(
         self, index: TokenIndex, vault: Vault, projection: ProjectionMode, json_values: bool

@@ -19,11 +19,13 @@ from holdback.store.records import (
     Conversation,
     Message,
     MessageStatus,
+    StoredVault,
     TermList,
     TermPurpose,
     Turn,
     User,
     VaultItem,
+    VaultUpdate,
 )
 from holdback.store.repository import Store
 from holdback.store.rotation import RotationReport, rotate_vault_key
@@ -37,12 +39,14 @@ __all__ = [
     "RotationReport",
     "Store",
     "StoreError",
+    "StoredVault",
     "TermList",
     "TermPurpose",
     "Turn",
     "User",
     "VaultItem",
     "VaultKey",
+    "VaultUpdate",
     "default_database_url",
     "downgrade",
     "ensure_data_dir",

@@ -1,8 +1,9 @@
 """The records the store hands out: plain frozen dataclasses, never ORM instances.
 
 The rule: what leaves the store is a snapshot that cannot be mutated into the database by
-accident and carries no session. Text fields hold tokenized text; the only record that
-carries original values is the mapping returned by `Store.load_vault`, which never persists.
+accident and carries no session. Text fields hold tokenized text; the only records that
+carry original values are the vault mappings (`StoredVault` from `Store.load_vault` and
+`Store.open_conversation`, `VaultUpdate.taken`), which never persist.
 """
 
 from __future__ import annotations
@@ -75,6 +76,47 @@ class VaultItem:
 
     def __repr__(self) -> str:
         return f"VaultItem(kind={self.kind!r}, value=<{len(self.value)} chars>)"
+
+
+class StoredVault(dict[str, str]):
+    """A conversation's vault as stored: token `<KIND_N>` -> original value, and `reserved`.
+
+    `reserved` holds the ids the conversation's text spelled before any value had them,
+    canonical (`EMAIL_1`); they are never assigned and are not tokens, so they are not keys.
+    `holdback.vault.Vault(stored)` takes both.
+    """
+
+    __slots__ = ("reserved",)
+
+    def __init__(self, values: dict[str, str], reserved: frozenset[str] = frozenset()) -> None:
+        super().__init__(values)
+        self.reserved = reserved
+
+    def __repr__(self) -> str:  # never show the values
+        return f"StoredVault({len(self)} tokens, {len(self.reserved)} reserved)"
+
+
+@dataclass(frozen=True, slots=True)
+class VaultUpdate:
+    """What `Store.update_vault` did, in one transaction.
+
+    - `tokens`: the token of each item, in order (what `assign_tokens` returns);
+    - `reserved`: every id asked for that is reserved now (canonical `EMAIL_1`, reserved by
+      this call or before);
+    - `taken`: the ids asked for that already were tokens (another writer gave them to a value
+      first), token -> value, unless they are among `tokens`. Such an id cannot be reserved;
+      the caller adds these to its vault, so the spelling is neutralized instead.
+    """
+
+    tokens: list[str]
+    reserved: frozenset[str]
+    taken: dict[str, str]
+
+    def __repr__(self) -> str:  # never show the values
+        return (
+            f"VaultUpdate(tokens={self.tokens!r}, reserved={sorted(self.reserved)!r}, "
+            f"taken={sorted(self.taken)!r})"
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ The rules:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
@@ -31,10 +31,12 @@ from holdback.store.records import (
     AuditEvent,
     Conversation,
     Message,
+    StoredVault,
     TermList,
     Turn,
     User,
     VaultItem,
+    VaultUpdate,
 )
 from holdback.store.schema import MessageRow, UserRow
 
@@ -263,7 +265,7 @@ class Store:
 
     async def open_conversation(
         self, conversation_id: str, owner_id: str
-    ) -> tuple[Conversation, dict[str, str]] | None:
+    ) -> tuple[Conversation, StoredVault] | None:
         """The owned conversation and its vault (as `load_vault` gives it), or None."""
         return await self._db.read(
             lambda s: turns.open_owned(s, self._key, conversation_id, owner_id)
@@ -325,19 +327,36 @@ class Store:
 
     async def assign_tokens(self, conversation_id: str, items: Sequence[VaultItem]) -> list[str]:
         """The token of each item, `<KIND_N>`, adding new values to the conversation's vault."""
+        return (await self.update_vault(conversation_id, items)).tokens
+
+    async def update_vault(
+        self,
+        conversation_id: str,
+        items: Sequence[VaultItem],
+        *,
+        reserve: Iterable[str] = (),
+    ) -> VaultUpdate:
+        """Reserve the ids `reserve` (canonical, `EMAIL_1`), then assign tokens to `items`.
+
+        One transaction: the reservations are made first, so no item gets a reserved id,
+        whoever reserved it. An id that is a token already cannot be reserved; it comes back
+        in `VaultUpdate.taken` with its value. See `VaultUpdate`.
+        """
         prepared = vault.prepare(self._key, items)
-        if not prepared:
-            return []
+        ids = vault.prepare_reservations(reserve)
+        if not prepared and not ids:
+            return VaultUpdate(tokens=[], reserved=frozenset(), taken={})
         where = self._db.target.describe()
 
-        async def work(session: AsyncSession) -> list[str]:
+        async def work(session: AsyncSession) -> VaultUpdate:
             await key_check.verify(session, self._key, where, lock="share")
-            return await vault.assign(session, self._key, conversation_id, prepared)
+            return await vault.assign(session, self._key, conversation_id, prepared, ids)
 
         return await self._db.write(work, what="assigning vault tokens")
 
-    async def load_vault(self, conversation_id: str) -> dict[str, str]:
-        """Token `<KIND_N>` -> original value, decrypted, for one conversation."""
+    async def load_vault(self, conversation_id: str) -> StoredVault:
+        """Token `<KIND_N>` -> original value, decrypted, for one conversation, with the
+        conversation's reserved ids as `reserved` (see `StoredVault`)."""
         return await self._db.read(lambda s: vault.load(s, self._key, conversation_id))
 
     # Term lists and audit.

@@ -152,7 +152,11 @@ class MessageRow(Base):
 
 
 class VaultEntryRow(Base):
-    """One original value of a conversation: its token, its ciphertext and its keyed hash."""
+    """One original value of a conversation: its token, its ciphertext and its keyed hash.
+
+    A row of kind `reserved` is a reserved id instead (see `store/vault.py`): the token it
+    keeps from ever being assigned, sealing the id itself.
+    """
 
     __tablename__ = "vault_entries"
     __table_args__ = (

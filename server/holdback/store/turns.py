@@ -32,10 +32,10 @@ from holdback.store import conversations
 from holdback.store.accounts import new_id
 from holdback.store.crypto import VaultKey
 from holdback.store.errors import ConversationNotFoundError, MessageNotFoundError
-from holdback.store.records import Conversation, Message, Turn
+from holdback.store.records import Conversation, Message, StoredVault, Turn
 from holdback.store.runner import Runner, runner
 from holdback.store.schema import AuditEventRow, ConversationRow, MessageRow, VaultEntryRow
-from holdback.store.vault import open_entry
+from holdback.store.vault import stored_vault
 
 _conversations = cast(Table, ConversationRow.__table__)
 _messages = cast(Table, MessageRow.__table__)
@@ -50,6 +50,7 @@ _OPEN = (
         _conversations.c.created_at,
         _conversations.c.updated_at,
         _vault.c.token,
+        _vault.c.kind,
         _vault.c.value_ciphertext,
     )
     .select_from(_conversations.outerjoin(_vault, _vault.c.conversation_id == _conversations.c.id))
@@ -167,8 +168,8 @@ def _audit_rows(
 
 async def open_owned(
     session: AsyncSession, key: VaultKey, conversation_id: str, owner_id: str
-) -> tuple[Conversation, dict[str, str]] | None:
-    """The owned conversation and its decrypted vault (token -> value), or None."""
+) -> tuple[Conversation, StoredVault] | None:
+    """The owned conversation and its decrypted vault (token -> value, reserved ids), or None."""
     run = await runner(session)
     rows = await run.rows(_OPEN, {"conversation_id": conversation_id, "owner_id": owner_id})
     if not rows:
@@ -181,11 +182,7 @@ async def open_owned(
         created_at=first.created_at,
         updated_at=first.updated_at,
     )
-    vault = {
-        row.token: open_entry(key, conversation_id, row.token, bytes(row.value_ciphertext))[0]
-        for row in rows
-        if row.token is not None
-    }
+    vault = stored_vault(key, conversation_id, (row for row in rows if row.token is not None))
     return conversation, vault
 
 

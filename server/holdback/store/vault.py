@@ -2,7 +2,15 @@
 
 The rules:
 - The same normalized value of a kind always gets the same token in a conversation; a new
-  value gets the next number of its kind (1, 2, 3…, in order of first appearance, no gaps).
+  value gets the next number of its kind (1, 2, 3…, in order of first appearance), skipping
+  the numbers of reserved ids.
+- A *reserved* id (the conversation's text spelled `EMAIL_1` before any value had it) is a
+  row of kind `reserved` (lower case, which no token kind label can be) under the token it
+  keeps from ever being assigned, `<EMAIL_1>`: the primary key (conversation, token) makes
+  an id either reserved or a token, never both, even for a writer that bypassed the lock.
+  Reservations are made first, in the same transaction as the assignment. The row's sealed
+  "value" is the id itself (nothing sensitive: the id is in the clear in `token` anyway),
+  so key rotation and the key check treat it like any entry; it is never a vault token.
 - An entry is found by the keyed hash of `kind NUL normalized`; values are never compared
   in the clear and never decrypted to look them up.
 - An entry's plaintext (the value and its normalized form) is sealed with AES-256-GCM and the
@@ -15,9 +23,10 @@ The rules:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -29,11 +38,16 @@ from holdback.store.errors import (
     InvalidRecordError,
     VaultEntryCorruptError,
 )
-from holdback.store.records import VaultItem
+from holdback.store.records import StoredVault, VaultItem, VaultUpdate
 from holdback.store.schema import ConversationRow, VaultEntryRow
-from holdback.tokens import kind_label, make_token
+from holdback.tokens import ID_RE, kind_label, make_token, parse_id
 
 MAX_VALUE_CHARS = 100_000
+RESERVED = "reserved"  # the kind of a reservation row; token kind labels are upper case
+# An id beyond these can never be assigned (the token column and the number's integer type
+# cannot hold it), so reserving it needs no row.
+MAX_TOKEN_CHARS = 100
+MAX_NUMBER = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +98,20 @@ def prepare(key: VaultKey, items: Sequence[VaultItem]) -> list[_Prepared]:
     return prepared
 
 
+def prepare_reservations(ids: Iterable[str]) -> list[str]:
+    """Check the ids to reserve (canonical `KIND_N`), without repeats, in the order given."""
+    checked: dict[str, None] = {}
+    for index, ident in enumerate(ids):
+        if not isinstance(ident, str) or not ID_RE.match(ident):
+            raise InvalidRecordError(f"reserved id {index} is not a canonical token id KIND_N")
+        checked[ident] = None
+    return list(checked)
+
+
+def _storable(ident: str) -> bool:
+    return len(ident) + 2 <= MAX_TOKEN_CHARS and parse_id(ident)[1] <= MAX_NUMBER
+
+
 async def lock_conversation(session: AsyncSession, conversation_id: str) -> None:
     """Take the conversation's row lock (SQLite already holds the database write lock).
 
@@ -100,29 +128,64 @@ async def lock_conversation(session: AsyncSession, conversation_id: str) -> None
 
 
 async def assign(
-    session: AsyncSession, key: VaultKey, conversation_id: str, items: Sequence[_Prepared]
-) -> list[str]:
-    """Tokens for `items`, inserting entries for values the vault does not hold yet."""
+    session: AsyncSession,
+    key: VaultKey,
+    conversation_id: str,
+    items: Sequence[_Prepared],
+    reserve: Sequence[str] = (),
+) -> VaultUpdate:
+    """Reserve `reserve`, then tokens for `items`, adding entries for values not held yet."""
     await lock_conversation(session, conversation_id)
     rows = (
         await session.execute(
-            select(VaultEntryRow.kind, VaultEntryRow.number, VaultEntryRow.value_hash).where(
-                VaultEntryRow.conversation_id == conversation_id
-            )
+            select(
+                VaultEntryRow.token,
+                VaultEntryRow.kind,
+                VaultEntryRow.number,
+                VaultEntryRow.value_hash,
+            ).where(VaultEntryRow.conversation_id == conversation_id)
         )
     ).all()
     known: dict[tuple[str, bytes], str] = {}
     highest: dict[str, int] = {}
-    for kind, number, value_hash in rows:
-        known[(kind, bytes(value_hash))] = make_token(kind, number)
+    reserved: set[str] = set()  # tokens `<KIND_N>` of the reserved ids
+    for token, kind, number, value_hash in rows:
+        if kind == RESERVED:
+            reserved.add(token)
+            continue
+        known[(kind, bytes(value_hash))] = token
         highest[kind] = max(highest.get(kind, 0), number)
+    tokens_held = set(known.values())
     now = datetime.now(UTC)
+    taken: list[str] = []
+    for ident in reserve:
+        held = f"<{ident}>"
+        if held in tokens_held:
+            taken.append(held)
+        elif held not in reserved:
+            reserved.add(held)
+            if _storable(ident):
+                session.add(
+                    VaultEntryRow(
+                        conversation_id=conversation_id,
+                        token=held,
+                        kind=RESERVED,
+                        number=parse_id(ident)[1],
+                        value_hash=key.value_hash(RESERVED, ident),
+                        value_ciphertext=seal_entry(key, conversation_id, ident, ident),
+                        created_at=now,
+                    )
+                )
     tokens: list[str] = []
     for item in items:
         slot = (item.kind, item.value_hash)
-        token = known.get(slot)
-        if token is None:
+        found = known.get(slot)
+        if found is not None:
+            token = found
+        else:
             number = highest.get(item.kind, 0) + 1
+            while make_token(item.kind, number) in reserved:
+                number += 1
             highest[item.kind] = number
             token = make_token(item.kind, number)
             known[slot] = token
@@ -139,15 +202,50 @@ async def assign(
             )
         tokens.append(token)
     await session.flush()
-    return tokens
+    taken = [token for token in taken if token not in tokens]
+    return VaultUpdate(
+        tokens=tokens,
+        reserved=frozenset(ident for ident in reserve if f"<{ident}>" in reserved),
+        taken=await _values_of(session, key, conversation_id, taken) if taken else {},
+    )
 
 
-async def load(session: AsyncSession, key: VaultKey, conversation_id: str) -> dict[str, str]:
+async def _values_of(
+    session: AsyncSession, key: VaultKey, conversation_id: str, tokens: Sequence[str]
+) -> dict[str, str]:
     rows = (
         await session.execute(
-            select(VaultEntryRow.token, VaultEntryRow.value_ciphertext)
+            select(VaultEntryRow.token, VaultEntryRow.value_ciphertext).where(
+                VaultEntryRow.conversation_id == conversation_id,
+                VaultEntryRow.token.in_(tokens),
+            )
+        )
+    ).all()
+    return {token: open_entry(key, conversation_id, token, bytes(blob))[0] for token, blob in rows}
+
+
+def stored_vault(key: VaultKey, conversation_id: str, rows: Iterable[Any]) -> StoredVault:
+    """The vault from its rows (with `token`, `kind` and `value_ciphertext`), decrypted.
+
+    Reservation rows become `reserved` ids; they are not opened.
+    """
+    values: dict[str, str] = {}
+    reserved: set[str] = set()
+    for row in rows:
+        if row.kind == RESERVED:
+            reserved.add(row.token[1:-1])
+        else:
+            blob = bytes(row.value_ciphertext)
+            values[row.token] = open_entry(key, conversation_id, row.token, blob)[0]
+    return StoredVault(values, frozenset(reserved))
+
+
+async def load(session: AsyncSession, key: VaultKey, conversation_id: str) -> StoredVault:
+    rows = (
+        await session.execute(
+            select(VaultEntryRow.token, VaultEntryRow.kind, VaultEntryRow.value_ciphertext)
             .where(VaultEntryRow.conversation_id == conversation_id)
             .order_by(VaultEntryRow.kind, VaultEntryRow.number)
         )
     ).all()
-    return {token: open_entry(key, conversation_id, token, bytes(blob))[0] for token, blob in rows}
+    return stored_vault(key, conversation_id, rows)

@@ -152,7 +152,7 @@ class Guard:
         if isinstance(vault, Vault):
             for e in vault.entries():
                 self._tokens[(e.kind, e.normalized)] = e.token
-            for ident in getattr(vault, "reserved", ()):
+            for ident in vault.reserved:  # ids the user typed before they existed
                 self._tokens[(TOKEN, ident)] = ""
         elif vault is not None:
             for token, value in vault.items():

@@ -1,0 +1,1 @@
+"""Adversarial corpus: what the browser shows is what the guard screened (issue #13)."""

@@ -117,6 +117,26 @@ def _markdown_entities() -> list[Case]:
     ]
 
 
+def _math_bold(text: str) -> str:
+    """Mathematical bold letters and digits: they look like the text and NFKC-fold to it."""
+    out = []
+    for c in text:
+        if c.isdigit():
+            out.append(chr(0x1D7CE + int(c)))
+        elif "a" <= c <= "z":
+            out.append(chr(0x1D41A + ord(c) - ord("a")))
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def _circled(c: str) -> str:
+    """Circled digits (① is 1; ⓪ is 0)."""
+    if c == "0":
+        return "\u24ea"
+    return chr(0x2460 + int(c) - 1) if c.isdigit() else c
+
+
 def _invisible_lookalike() -> list[Case]:
     fullwidth = "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in INJ_EMAIL)
     texts = [
@@ -144,6 +164,10 @@ def _invisible_lookalike() -> list[Case]:
         ("fullwidth_forbidden_word", "ＫＥＳＴＲＥＬcanary"),
         ("fullwidth_token", "＜EMAIL_9＞"),
         ("zwsp_token", "<EMA\u200bIL_9>"),
+        ("math_bold_card", _math_bold(INJ_CARD)),
+        ("math_bold_email", _math_bold(INJ_EMAIL[:8]) + INJ_EMAIL[8:]),
+        ("circled_digits_card", "".join(_circled(c) for c in INJ_CARD)),
+        ("superscript_mix_phone", INJ_PHONE.replace("0", "\u2070")),
     ]
     return [
         Case(

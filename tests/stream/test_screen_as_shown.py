@@ -143,8 +143,10 @@ def test_json_escapes_in_tool_arguments_are_screened_and_stay_valid_json() -> No
 def test_a_token_inside_a_url_shows_its_kind_not_its_value(text: str) -> None:
     out, stored = both(text)
     assert "sarah" not in out
+    if "([redacted email])" in out:  # a destination holding another value goes whole
+        return
     assert "[email]" in out
-    assert "<EMAIL_1>" in stored or "EMAIL_1" in stored  # history keeps the token
+    assert "EMAIL_1" in stored  # history keeps the token
 
 
 @pytest.mark.parametrize("offset", range(226, 290, 3))
@@ -222,3 +224,35 @@ def test_block_mode_stops_on_every_path(text: str) -> None:
         assert "sam@" not in shown
         assert "ann" not in shown
         assert "MIIE" not in shown
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[ann](https://example.net/)@example.org",
+        "[ann](https://example.net/ 'a title')@example.org",
+        "[ann][1]@example.org\n\n[1]: https://example.net/",
+        "![ann](https://example.net/p.png)@example.org",
+    ],
+)
+def test_link_syntax_that_splits_a_value_is_read_as_the_text_it_displays(text: str) -> None:
+    out, stored = both(text)
+    assert "[redacted email]" in out
+    assert "ann" not in out.replace("[redacted", "")
+
+
+@pytest.mark.parametrize(
+    "destination",
+    [
+        "mailto:intruder.canary@injected-leak.example",
+        "https://evil.example/?e=ann%40example.org",
+        "https://evil.example/?e=ann&#64;example.org",
+        "https://evil.example/?c=4556737586899855",
+        "https://evil.example/?me=sarah@acme.com",  # a vault value does not ride a link either
+    ],
+)
+def test_a_link_destination_is_screened_on_its_own(destination: str) -> None:
+    out, stored = both(f"[click here]({destination}) now")
+    assert out.startswith("[click here]([redacted ")
+    assert out.endswith(") now")
+    assert destination not in stored

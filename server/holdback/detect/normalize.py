@@ -7,12 +7,16 @@ the normalized text maps back to exactly the original characters it came from.
   marks, bidi controls, carriage returns) are dropped.
 - Unusual spaces (no-break, thin, narrow, figure, ideographic, tabs) and line breaks become a
   plain space, so `4111 1111\\n1111 1111` reads as one card number.
-- Fullwidth ASCII (`４１１１`, `ｓａｒａｈ＠ａｃｍｅ．ｃｏｍ`) becomes ASCII.
+- Fullwidth ASCII (`４１１１`, `ｓａｒａｈ＠ａｃｍｅ．ｃｏｍ`) becomes ASCII, as does every other
+  character whose compatibility form (NFKC, from Unicode's own data) is one ASCII letter, digit
+  or address punctuation: mathematical alphanumerics (`𝟒𝟓𝟓𝟔`, `𝐢𝐧𝐭𝐫𝐮𝐝𝐞𝐫`), circled, squared,
+  superscript and subscript forms.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
 _DROPPED = (
@@ -27,8 +31,43 @@ _TABLE: dict[int, int | None] = {ord(c): None for c in _DROPPED}
 _TABLE.update({ord(c): 0x20 for c in _SPACES})
 _TABLE.update({c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)})
 
+
+def _compatibility_forms() -> dict[int, int]:
+    """Characters whose NFKC form is a single ASCII letter, digit or address punctuation."""
+    found: dict[int, int] = {}
+    for cp in range(0xA0, 0x20000):
+        if cp in _TABLE:
+            continue
+        form = unicodedata.normalize("NFKC", chr(cp))
+        if len(form) == 1 and form.isascii() and (form.isalnum() or form in "@.+-_%#&"):
+            found[cp] = ord(form)
+    return found
+
+
+def _char_class(codes: list[int]) -> str:
+    """A regex character class for a set of code points, as ranges."""
+    parts: list[str] = []
+    run: list[int] = []
+    for cp in sorted(codes):
+        if run and cp == run[-1] + 1:
+            run.append(cp)
+            continue
+        if run:
+            parts.append(
+                re.escape(chr(run[0])) + ("-" + re.escape(chr(run[-1])) if len(run) > 1 else "")
+            )
+        run = [cp]
+    if run:
+        parts.append(
+            re.escape(chr(run[0])) + ("-" + re.escape(chr(run[-1])) if len(run) > 1 else "")
+        )
+    return "[" + "".join(parts) + "]"
+
+
+_TABLE.update(_compatibility_forms())
+
 _DROPS = re.compile("[" + re.escape(_DROPPED) + "]")
-_SPECIAL = re.compile("[" + re.escape(_DROPPED + _SPACES) + "\uff01-\uff5e]")
+_SPECIAL = re.compile(_char_class(list(_TABLE)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,9 @@ end: windows start at positions fixed by the text, and only decided positions ar
 
 from __future__ import annotations
 
+import html
 import re
+import urllib.parse
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
@@ -167,6 +169,7 @@ class Guard:
         self._phone_region = phone_region
         self._proj = Projector(projection)
         self._restored: list[tuple[int, int, str]] = []  # raw spans the restorer produced
+        self._hidden: list[tuple[int, int, str]] = []  # link destinations to replace
         self._skip_to = 0  # stored text skips raw text up to here (inside a restored span)
         self._context = ""
         self._released = 0  # projected stream offset of the held text
@@ -211,11 +214,13 @@ class Guard:
                 end = proj.raw_base + len(proj.raw)
                 self._restored.append((end, end + len(text), ident))
             proj.extend(text)
+        self._screen_destinations()
         return self._run(final=False)
 
     def flush(self) -> str:
         self._check_open()
         self._proj.extend("", final=True)
+        self._screen_destinations()
         out = self._run(final=True)
         self._state = "closed"
         return out
@@ -340,7 +345,55 @@ class Guard:
         self._copy(pos, cut, out)
         self._advance(hold, text)
 
+    def _screen_destinations(self) -> None:
+        """Screen each link destination the projection met, on its own and whole.
+
+        A destination shows nothing in the text, so it is screened apart, as written and
+        percent-decoded; anything found in it, even a vault value, replaces the destination:
+        a link must not carry a value out of the browser. Block mode stops the reply, and
+        releases nothing more.
+        """
+        proj = self._proj
+        while proj.destinations:
+            lo, hi, text = proj.destinations.pop(0)
+            kinds = self._kinds_in_destination(text)
+            if not kinds:
+                continue
+            if self.mode == "block":
+                self._state = "blocked"
+                raise ReplyBlockedError(kinds, "")
+            label = redaction_label(kinds[0])
+            self.redacted[kinds[0]] += 1
+            self._hidden.append((lo, hi, f"({label})"))
+
+    def _kinds_in_destination(self, text: str) -> list[str]:
+        spellings = {html.unescape(text)}
+        spellings.add(urllib.parse.unquote(next(iter(spellings))))
+        kinds: list[str] = []
+        try:
+            for spelling in spellings:
+                for f in self._detectors.scan(spelling, 0, final=True).findings:
+                    if f.kind == TOKEN and (TOKEN, normalize_value(TOKEN, f.value)) in self._tokens:
+                        continue
+                    kinds.append(f.kind)
+        except Exception as exc:  # fail closed, whatever a detector did
+            self._state = "failed"
+            raise GuardFailedError(
+                f"a detector failed while screening a link ({type(exc).__name__})"
+            ) from None
+        return sorted(set(kinds), key=self._detectors.rank)
+
     def _copy(self, a: int, b: int, out: list[str]) -> None:
+        """Raw text to the wire, with redacted link destinations replaced."""
+        for lo, hi, label in [h for h in self._hidden if a <= h[0] and h[1] <= b]:
+            self._copy_raw(a, lo, out)
+            out.append(label)
+            self._stored.append(label)
+            self._skip_restored(lo, hi)
+            a = hi
+        self._copy_raw(a, b, out)
+
+    def _copy_raw(self, a: int, b: int, out: list[str]) -> None:
         """Raw text as it is to the wire, and to storage with restored values as tokens."""
         if a >= b:
             return
@@ -371,6 +424,7 @@ class Guard:
         """The first `n` projected characters are released."""
         cut = self._proj.release(n)
         self._restored = [r for r in self._restored if r[1] > cut]
+        self._hidden = [h for h in self._hidden if h[1] > cut]
         self._context = (self._context + text)[-_CONTEXT:]
         self._released += n
 

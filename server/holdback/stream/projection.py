@@ -10,7 +10,10 @@ pair):
   always with the `;`); a backslash before ASCII punctuation disappears (`example\\.org`); the
   emphasis, code and strike markers `*`, `` ` `` and `~` are ignored, and so is a run of `_`
   unless it stands between two letters or digits (CommonMark's intraword rule), so
-  `**ann**@example.org` and `_ann@example.org_` read as the address they display.
+  `**ann**@example.org` and `_ann@example.org_` read as the address they display. Link
+  brackets are ignored too, and an inline link's destination (`](https://x "title")`) shows
+  nothing in the text: `[ann](https://x)@example.org` reads as the address it displays. The
+  destination is not lost: each is kept in `destinations`, for the guard to screen on its own.
 - `json` (tool-call arguments, which the UI parses): string escapes are decoded, `\\u0040`
   and surrogate pairs included.
 
@@ -30,17 +33,24 @@ import html
 import re
 from typing import Literal
 
+import regex
+
 ProjectionMode = Literal["markdown", "json", "plain"]
 
 _ENTITY = re.compile(r"&(?:#[0-9]{1,8};|#[xX][0-9A-Fa-f]{1,8};|[A-Za-z][A-Za-z0-9]{1,31};)")
 # A prefix of an entity that more text could still complete.
 _ENTITY_OPEN = re.compile(r"&(?:#[0-9]{0,8}|#[xX][0-9A-Fa-f]{0,8}|[A-Za-z][A-Za-z0-9]{0,31})?\Z")
+# An inline link's destination and title, after the `]`: CommonMark's forms, bounded.
+_DESTINATION = regex.compile(
+    r"""\(\s{0,8}(?:<[^<>\n]{0,1024}>|[^\s()<>]{0,1024}(?:\([^\s()]{0,256}\)[^\s()]{0,256}){0,4})"""
+    r"""(?:\s{1,8}(?:"[^"\n]{0,256}"|'[^'\n]{0,256}'|\([^()\n]{0,256}\)))?\s{0,8}\)"""
+)
 _ASCII_PUNCT = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
-_MARKERS = frozenset("*`~")
+_MARKERS = frozenset("*`~[")
 _UNDERSCORE_RUN_LIMIT = 32  # a longer run is decided as markers, whatever follows
 
 _SPECIAL: dict[ProjectionMode, re.Pattern[str] | None] = {
-    "markdown": re.compile(r"[&\\*_`~]"),
+    "markdown": re.compile(r"[&\\*_`~\[\]]"),
     "json": re.compile(r"\\"),
     "plain": None,
 }
@@ -65,7 +75,18 @@ class Projector:
     up to which the raw text is decided; raw text after it is an escape still open.
     """
 
-    __slots__ = ("_prev", "_raw", "_raw_base", "_special", "done", "hi", "lo", "mode", "text")
+    __slots__ = (
+        "_prev",
+        "_raw",
+        "_raw_base",
+        "_special",
+        "destinations",
+        "done",
+        "hi",
+        "lo",
+        "mode",
+        "text",
+    )
 
     def __init__(self, mode: ProjectionMode = "markdown") -> None:
         self.mode: ProjectionMode = mode
@@ -77,6 +98,8 @@ class Projector:
         self.lo: list[int] = []
         self.hi: list[int] = []
         self.done = 0
+        # Link destinations met, as (raw start, raw end, text): they show nothing in `text`.
+        self.destinations: list[tuple[int, int, str]] = []
 
     @property
     def raw(self) -> str:
@@ -170,6 +193,20 @@ class Projector:
                 if k - j <= _UNDERSCORE_RUN_LIMIT and before.isalnum() and after.isalnum():
                     self._identity(j, k)
                 i = k
+            elif ch == "]":
+                if j + 1 == n and not final:
+                    break  # a destination may follow
+                if j + 1 < n and raw[j + 1] == "(":
+                    dest = _DESTINATION.match(raw, j + 1, partial=not final)
+                    if dest is not None and dest.partial:
+                        break
+                    if dest is not None:
+                        base = self._raw_base
+                        self.destinations.append((base + j + 1, base + dest.end(), dest.group()))
+                        i = dest.end()
+                        self.done = base + i
+                        continue
+                i = j + 1
             elif ch == "\\":
                 if j + 1 == n:
                     if not final:

@@ -239,6 +239,7 @@ def test_link_syntax_that_splits_a_value_is_read_as_the_text_it_displays(text: s
     out, stored = both(text)
     assert "[redacted email]" in out
     assert "ann" not in out.replace("[redacted", "")
+    assert "ann" not in stored.replace("[redacted", "")
 
 
 @pytest.mark.parametrize(

@@ -2,13 +2,16 @@
 
 One Aho-Corasick automaton (pyahocorasick) per list, so matching costs the same for 100 terms
 as for 100,000, and loading 100,000 terms takes a fraction of a second. Terms and text are
-compared after evasion normalization and case folding. Sensitive lists match whole words only;
+compared after evasion normalization and case folding, and a run of spaces (line breaks and
+odd spaces read as spaces; soft hyphens read as nothing) matches the one space between a term's
+words, so `Acme\n\nHoldings` is the term `Acme Holdings`. Sensitive lists match whole words only;
 forbidden lists (`whole_words=False`) match anywhere, because a forbidden string must never
 be shown even inside a longer word.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 import ahocorasick
@@ -16,6 +19,13 @@ import ahocorasick
 from holdback.detect.base import Candidates, Finding
 from holdback.detect.normalize import fold_case, normalize
 from holdback.tokens import is_word_char
+
+_RUN = re.compile(r" {2,}")
+
+
+def _squeezed(key: str) -> str:
+    """A folded text with every run of spaces as one space."""
+    return _RUN.sub(" ", key) if "  " in key else key
 
 
 def normalize_term(term: str) -> str:
@@ -73,9 +83,7 @@ class TermMatcher:
     def found(self, text: str, folded: str, pos: int, endpos: int) -> list[Finding]:
         """Every match starting at or after `pos` (the longest at each start)."""
         longest_at: dict[int, int] = {}
-        for last, length in self._automaton.iter(folded, pos, endpos):
-            start = last + 1 - length
-            end = last + 1
+        for start, end in self._matches(folded, pos, endpos):
             if start < pos or not self._bounded(folded, start, end):
                 continue
             if end > longest_at.get(start, 0):
@@ -85,9 +93,33 @@ class TermMatcher:
             for start, end in sorted(longest_at.items())
         ]
 
+    def _matches(self, folded: str, pos: int, endpos: int) -> Iterable[tuple[int, int]]:
+        """(start, end) of every term in `folded[pos:endpos]`, space runs read as one space."""
+        if "  " not in folded[pos:endpos]:
+            for last, length in self._automaton.iter(folded, pos, endpos):
+                yield last + 1 - length, last + 1
+            return
+        # Squeeze the space runs, and keep where each squeezed character came from.
+        where: list[int] = []
+        out: list[str] = []
+        for i in range(pos, endpos):
+            ch = folded[i]
+            if ch == " " and out and out[-1] == " ":
+                continue
+            out.append(ch)
+            where.append(i)
+        for last, length in self._automaton.iter("".join(out)):
+            yield where[last + 1 - length], where[last] + 1
+
     def open_tail(self, folded: str, pos: int, endpos: int) -> int:
         """The earliest start whose text up to the end is a prefix of some term (or a term)."""
-        for start in range(max(pos, endpos - self.max_len), endpos):
+        # A term's text is at most `max_len` characters once its space runs are squeezed.
+        first, kept = endpos, 0
+        while first > pos and kept < self.max_len:
+            first -= 1
+            if not (folded[first] == " " and first + 1 < endpos and folded[first + 1] == " "):
+                kept += 1
+        for start in range(first, endpos):
             if self.open_at(folded, start, endpos):
                 return start
         return endpos
@@ -96,14 +128,14 @@ class TermMatcher:
         inside_a_word = start > 0 and is_word_char(folded[start - 1])
         if self.whole_words and inside_a_word and is_word_char(folded[start]):
             return False
-        return bool(self._automaton.match(folded[start:endpos]))
+        return bool(self._automaton.match(_squeezed(folded[start:endpos])))
 
     def begins_term(self, folded: str, start: int, endpos: int) -> bool:
         """Whether some term is a prefix of the text from `start` (ignoring word bounds)."""
-        key = folded[start:endpos]
+        key = _squeezed(folded[start:endpos])
         reach = self._automaton.longest_prefix(key)
         return any(self._automaton.exists(key[:k]) for k in range(1, reach + 1))
 
     def is_prefix(self, folded: str, start: int, endpos: int) -> bool:
         """Whether the text from `start` is a prefix of some term, for a start already open."""
-        return bool(self._automaton.match(folded[start:endpos]))
+        return bool(self._automaton.match(_squeezed(folded[start:endpos])))

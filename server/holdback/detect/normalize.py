@@ -1,73 +1,150 @@
-"""Evasion-proof text for the detectors, with offsets that still point into the original.
+"""The canonical text detection reads, in both directions, with offsets into the original.
 
-The rule: every original character becomes at most one normalized character, so a finding in
-the normalized text maps back to exactly the original characters it came from.
+The rule: every original character becomes zero, one or a few normalized characters, each of
+which remembers the original character it came from, so a finding in the normalized text maps
+back to exactly the original characters it covers. The same canonical text serves what the user
+sends (pseudonymization) and what the model writes (the guard), so an evasion that hides a value
+from one direction hides it from neither.
 
-- Invisible characters (zero-width spaces and joiners, soft hyphens, word joiners, byte-order
-  marks, bidi controls, carriage returns) are dropped.
-- Unusual spaces (no-break, thin, narrow, figure, ideographic, tabs) and line breaks become a
-  plain space, so `4111 1111\\n1111 1111` reads as one card number.
-- Fullwidth ASCII (`４１１１`, `ｓａｒａｈ＠ａｃｍｅ．ｃｏｍ`) becomes ASCII, as does every other
-  character whose compatibility form (NFKC, from Unicode's own data) is one ASCII letter, digit
-  or address punctuation: mathematical alphanumerics (`𝟒𝟓𝟓𝟔`, `𝐢𝐧𝐭𝐫𝐮𝐝𝐞𝐫`), circled, squared,
-  superscript and subscript forms.
+From maintained Unicode data only (the standard library's `unicodedata`, the `regex` module's
+property tables, and the Unicode confusables table that `confusable_homoglyphs` ships):
+
+- dropped: every `Default_Ignorable_Code_Point` (zero-width spaces and joiners, soft hyphens,
+  variation selectors, tag characters, Hangul fillers, U+034F), every format character (Cf:
+  bidi controls, byte-order marks), combining marks (Mn, Me) and carriage returns;
+- unusual spaces (no-break, thin, figure, ideographic, tabs) and line breaks become a space,
+  so `4111 1111\\n1111 1111` reads as one card number;
+- compatibility forms (NFKC) that are ASCII: fullwidth (`４１１１`, `ｓａｒａｈ＠ａｃｍｅ．ｃｏｍ`),
+  mathematical alphanumerics (`𝟒𝟓𝟓𝟔`), circled, squared, superscript and subscript forms, and
+  ligatures (`ﬁ` reads `fi`); decimal digits of every script read as ASCII digits;
+- letters with diacritics read as their base letter (`ä` as `a`), and look-alike letters of
+  other scripts as the ASCII letter they imitate (Cyrillic `а` as `a`), as the confusables
+  skeleton of UTS #39 does.
+
+`normalize(text, lookalikes=False)` keeps diacritics and other scripts as they are: that is
+how two values are compared (`holdback.detect.values`), where `ännä` and `anna` are different
+people even though either is found by the same detector.
 """
 
 from __future__ import annotations
 
+import importlib.resources
+import json
 import re
 import unicodedata
 from dataclasses import dataclass
 
-_DROPPED = (
-    "\u00ad\u180e\u200b\u200c\u200d\u200e\u200f\u2060\u2061\u2062\u2063\u2064"
-    "\ufeff\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\r"
+import regex
+
+_PLANES = "".join(chr(c) for c in (*range(0xD800), *range(0xE000, 0x30000)))
+_TAGS = "".join(chr(c) for c in range(0xE0000, 0xE1000))
+
+# Characters that display nothing (or nothing of their own).
+_DROPPED = frozenset(
+    {"\r"}
+    | set(regex.findall(r"[\p{Default_Ignorable_Code_Point}\p{Cf}\p{Mn}\p{Me}]", _PLANES + _TAGS))
 )
-_SPACES = "\t\n\x0b\x0c\u00a0\u1680\u2028\u2029\u202f\u205f\u3000" + "".join(
+_SPACES = "\t\n\x0b\x0c\x85\u00a0\u1680\u2028\u2029\u202f\u205f\u3000" + "".join(
     chr(c) for c in range(0x2000, 0x200B)
 )
-
-_TABLE: dict[int, int | None] = {ord(c): None for c in _DROPPED}
-_TABLE.update({ord(c): 0x20 for c in _SPACES})
-_TABLE.update({c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)})
+_ADDRESS_SIGNS = "@.+-_%#&:/"
 
 
-def _compatibility_forms() -> dict[int, int]:
-    """Characters whose NFKC form is a single ASCII letter, digit or address punctuation."""
-    found: dict[int, int] = {}
-    for cp in range(0xA0, 0x20000):
-        if cp in _TABLE:
+def _ascii_form(ch: str) -> str | None:
+    """What a character reads as in ASCII for detection, or None if it is left as it is."""
+    form = unicodedata.normalize("NFKC", ch)
+    ascii_form = form != ch and form.isascii() and 1 <= len(form) <= 3
+    if ascii_form and all(c.isalnum() or c in _ADDRESS_SIGNS for c in form):
+        return form
+    if unicodedata.category(ch) == "Nd":
+        return str(unicodedata.decimal(ch))
+    return None
+
+
+def _base_letter(ch: str) -> str | None:
+    """A letter with diacritics, as its base letter (`ä` -> `a`), if that base is ASCII."""
+    parts = unicodedata.normalize("NFD", ch)
+    marks = all(unicodedata.category(c) in ("Mn", "Me") for c in parts[1:])
+    if len(parts) > 1 and parts[0].isascii() and parts[0].isalpha() and marks:
+        return parts[0]
+    return None
+
+
+def _confusables() -> dict[str, str]:
+    """Look-alike letters and digits of other scripts, as the ASCII character they imitate."""
+    data = importlib.resources.files("confusable_homoglyphs").joinpath("confusables.json")
+    table: dict[str, list[dict[str, str]]] = json.loads(data.read_text(encoding="utf-8"))
+    out: dict[str, str] = {}
+    for ch, glyphs in table.items():
+        if len(ch) != 1 or ch.isascii() or not ch.isalnum():
             continue
-        form = unicodedata.normalize("NFKC", chr(cp))
-        if len(form) == 1 and form.isascii() and (form.isalnum() or form in "@.+-_%#&"):
-            found[cp] = ord(form)
-    return found
+        targets = [g["c"] for g in glyphs if len(g["c"]) == 1 and g["c"].isascii()]
+        targets = [t for t in targets if t.isalnum()]
+        if not targets:
+            continue
+        # The same case first, then any letter, then a digit: `О` is the letter O, not zero.
+        same_case = [t for t in targets if t.isalpha() and t.isupper() == ch.isupper()]
+        letters = [t for t in targets if t.isalpha()]
+        out[ch] = (same_case or letters or targets)[0]
+    return out
+
+
+def _tables() -> tuple[dict[int, str | None], dict[int, str | None]]:
+    """(the detection table, the comparison table): character -> replacement or None (drop)."""
+    compare: dict[int, str | None] = {ord(c): None for c in _DROPPED}
+    compare.update({ord(c): " " for c in _SPACES})
+    for ch in _PLANES:
+        if ord(ch) >= 0x80 and ord(ch) not in compare:
+            form = _ascii_form(ch)
+            if form is not None:
+                compare[ord(ch)] = form
+    detect = dict(compare)
+    for ch, target in _confusables().items():
+        detect.setdefault(ord(ch), target)
+    for ch in _PLANES:
+        if ord(ch) >= 0x80 and ord(ch) not in detect:
+            base = _base_letter(ch)
+            if base is not None:
+                detect[ord(ch)] = base
+    return detect, compare
+
+
+_DETECT, _COMPARE = _tables()
 
 
 def _char_class(codes: list[int]) -> str:
     """A regex character class for a set of code points, as ranges."""
     parts: list[str] = []
-    run: list[int] = []
+    start = prev = -2
     for cp in sorted(codes):
-        if run and cp == run[-1] + 1:
-            run.append(cp)
+        if cp == prev + 1:
+            prev = cp
             continue
-        if run:
+        if start >= 0:
             parts.append(
-                re.escape(chr(run[0])) + ("-" + re.escape(chr(run[-1])) if len(run) > 1 else "")
+                re.escape(chr(start)) + ("-" + re.escape(chr(prev)) if prev > start else "")
             )
-        run = [cp]
-    if run:
-        parts.append(
-            re.escape(chr(run[0])) + ("-" + re.escape(chr(run[-1])) if len(run) > 1 else "")
-        )
+        start = prev = cp
+    if start >= 0:
+        parts.append(re.escape(chr(start)) + ("-" + re.escape(chr(prev)) if prev > start else ""))
     return "[" + "".join(parts) + "]"
 
 
-_TABLE.update(_compatibility_forms())
+def _in_place(table: dict[int, str | None]) -> dict[int, int]:
+    """The part of a table that keeps every character one character (no drop, no expansion)."""
+    return {k: ord(v) for k, v in table.items() if v is not None and len(v) == 1}
 
-_DROPS = re.compile("[" + re.escape(_DROPPED) + "]")
-_SPECIAL = re.compile(_char_class(list(_TABLE)))
+
+_SPECIAL = {
+    True: re.compile(_char_class(list(_DETECT))),
+    False: re.compile(_char_class(list(_COMPARE))),
+}
+_RESIZING = {
+    flag: re.compile(_char_class([k for k, v in table.items() if v is None or len(v) != 1]))
+    for flag, table in ((True, _DETECT), (False, _COMPARE))
+}
+_ONE_TO_ONE = {True: _in_place(_DETECT), False: _in_place(_COMPARE)}
+_TABLE = {True: _DETECT, False: _COMPARE}
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +152,7 @@ class Normalized:
     """Normalized text, and for each of its characters the index of the original one."""
 
     text: str
-    origin: list[int] | None  # None: the identity (nothing was dropped)
+    origin: list[int] | None  # None: the identity (each character stayed where it was)
     original_length: int
 
     def to_original(self, index: int) -> int:
@@ -96,25 +173,29 @@ class Normalized:
         return self.origin[start], self.origin[end - 1] + 1
 
 
-def normalize(text: str) -> Normalized:
-    """Normalize a text for detection; O(n), and a copy-free fast path for ordinary text."""
-    if not _SPECIAL.search(text):
+def normalize(text: str, *, lookalikes: bool = True) -> Normalized:
+    """The canonical text for detection; O(n), and a copy-free fast path for ordinary text."""
+    if not _SPECIAL[lookalikes].search(text):
         return Normalized(text, None, len(text))
-    normalized = text.translate(_TABLE)
-    if not _DROPS.search(text):
-        return Normalized(normalized, None, len(text))
-    origin = [i for i, ch in enumerate(text) if ch not in _DROPPED_SET]
-    return Normalized(normalized, origin, len(text))
-
-
-_DROPPED_SET = frozenset(_DROPPED)
+    if not _RESIZING[lookalikes].search(text):
+        return Normalized(text.translate(_ONE_TO_ONE[lookalikes]), None, len(text))
+    table = _TABLE[lookalikes]
+    out: list[str] = []
+    origin: list[int] = []
+    for i, ch in enumerate(text):
+        form = table.get(ord(ch), ch)
+        if form is None:
+            continue
+        out.append(form)
+        origin.extend([i] * len(form))
+    return Normalized("".join(out), origin, len(text))
 
 
 def normalize_in_place(text: str) -> str | None:
-    """The normalized text when no character is dropped (so offsets are unchanged), else None."""
-    if not _SPECIAL.search(text):
+    """The normalized text when it keeps every offset (nothing dropped or expanded), else None."""
+    if not _SPECIAL[True].search(text):
         return text
-    return None if _DROPS.search(text) else text.translate(_TABLE)
+    return None if _RESIZING[True].search(text) else text.translate(_ONE_TO_ONE[True])
 
 
 def fold_case(text: str) -> str:

@@ -23,7 +23,7 @@ def normalize_value(kind: str, value: str, *, phone_region: str = "US") -> str:
     if kind == "token":
         ident = _TOKEN_ID.search(value.replace("\\_", "_"))
         return ident.group().upper() if ident else value
-    text = normalize(value).text
+    text = normalize(value, lookalikes=False).text  # `ännä` and `anna` are different values
     if kind == "email":
         return text.strip().lower()
     if kind in ("credit_card", "us_ssn"):

@@ -1,0 +1,115 @@
+"""The canonical text: what it removes and folds, that it is stable, and that offsets map back.
+
+Every evasion class is checked in both directions: a user's value is masked before the model
+sees it, and the same value written by the model never reaches the wire.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from holdback.detect import DetectorSet, normalize
+from holdback.pseudonymize import Pseudonymizer
+from holdback.stream import Guard, forbidden_matcher, screen
+from holdback.vault import Vault
+
+EMAIL = "intruder.canary@injected-leak.example"
+CARD = "4556 7375 8689 9855"
+TERM = "Zyxwcanary Holdings"
+DETECTORS = DetectorSet.from_config({"clients": [TERM]})
+
+
+def _bold_digits(text: str) -> str:
+    return "".join(chr(0x1D7CE + int(c)) if c.isdigit() else c for c in text)
+
+
+EVASIONS = {
+    "cgj_in_term": TERM.replace("Hold", "Ho\u034fld"),
+    "variation_selector": EMAIL.replace("@", "@\ufe0f"),
+    "tag_characters": EMAIL.replace("canary", "can\U000e0061ary"),
+    "hangul_filler": CARD.replace(" ", "\u3164 "),
+    "cyrillic_a": EMAIL.replace("a", "\u0430"),
+    "greek_omicron": TERM.replace("o", "\u03bf"),
+    "math_bold_digits": _bold_digits(CARD),
+    "arabic_indic_digits": "".join(chr(0x0660 + int(c)) if c.isdigit() else c for c in CARD),
+    "combining_marks": EMAIL.replace("r", "r\u0301"),
+    "ligature": TERM.replace("Holdings", "Holdiﬁngs").replace("iﬁ", "i"),
+    "two_spaces_in_term": TERM.replace(" ", "  "),
+    "line_break_in_term": TERM.replace(" ", "\n"),
+    "soft_hyphen_in_term": TERM.replace("Hold", "Hol\u00add"),
+    "fullwidth": "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in EMAIL),
+}
+
+
+def test_ligatures_expand() -> None:
+    assert normalize("ﬁnance").text == "finance"
+    assert normalize("ﬁnance").span_to_original(0, 2) == (0, 1)
+
+
+@pytest.mark.parametrize("name", sorted(EVASIONS))
+def test_an_evasion_is_caught_in_both_directions(name: str) -> None:
+    text = f"Note: {EVASIONS[name]} today."
+    masked, found = Pseudonymizer(DETECTORS).pseudonymize(text, Vault())
+    assert found, "the user's value must be masked before the model sees it"
+    assert "today." in masked
+    guard = Guard(DETECTORS, forbidden=forbidden_matcher(["nightjar"]))
+    shown = screen(text, guard)
+    assert "[redacted" in shown
+    assert EVASIONS[name] not in shown
+
+
+def test_a_forbidden_term_split_by_spaces_and_lines_is_redacted() -> None:
+    guard = Guard(DETECTORS, forbidden=forbidden_matcher(["Project Nightjar"]))
+    assert (
+        screen("the project   NIGHTJAR and Project\n\nNightjar", guard)
+        == "the [redacted] and [redacted]"
+    )
+
+
+def test_look_alikes_are_folded_for_detection_not_for_comparing_values() -> None:
+    assert normalize("ännä@bücher.example").text == "anna@bucher.example"
+    assert normalize("ännä", lookalikes=False).text == "ännä"
+
+
+EXTRA = [
+    "\u200b",
+    "\u034f",
+    "\ufe0f",
+    "\u00ad",
+    "\u0430",
+    "\u0301",
+    "ﬁ",
+    "\U0001d7d2",
+    "\u3164",
+    "\uff21",
+]
+TEXT = st.text(alphabet=st.sampled_from([*"abc AZ09@.-\n\t", *EXTRA]), max_size=40)
+
+
+@given(text=TEXT)
+def test_canonical_text_is_idempotent(text: str) -> None:
+    once = normalize(text).text
+    assert normalize(once).text == once
+
+
+@given(text=TEXT)
+def test_every_canonical_character_maps_back_to_the_original_it_came_from(text: str) -> None:
+    norm = normalize(text)
+    for i, ch in enumerate(norm.text):
+        start, end = norm.span_to_original(i, i + 1)
+        original = text[start:end]
+        assert len(original) == 1
+        # The original character is the canonical one, or folds to a text that contains it.
+        folded = normalize(original).text
+        assert (
+            ch in folded
+            or (ch == " " and original.isspace())
+            or unicodedata.category(original) == "Zs"
+        )
+    # Offsets never go backwards.
+    origin = norm.origin or list(range(len(text)))
+    assert origin == sorted(origin)

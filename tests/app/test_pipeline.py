@@ -484,3 +484,22 @@ async def test_a_bare_id_typed_before_it_existed_keeps_its_text(store: Store) ->
     assert messages[1]["text"] == "Call her EMAIL_1 for now"  # the echo, stored and restored
     assert messages[2]["text"] == f"Her address is {EMAIL}"
     assert provider.requests[-1].turns()[0].content == "Call her EMAIL_1 for now"
+
+
+async def test_a_forbidden_term_the_user_types_is_masked_and_never_restored(store: Store) -> None:
+    user = await store.create_user("alice", None)
+    provider = ScriptedProvider(echo(" and <FORBIDDEN_1> again"))
+    svc = service(store, provider)
+    sink = await run_reply(svc, user.id, f"Is {FORBIDDEN} up?")
+    sent = last_user(provider.requests[-1])
+    assert FORBIDDEN not in sent
+    assert sent == "Is <FORBIDDEN_1> up?"
+    assert [m["kind"] for m in sink.frames[0]["masked"]] == ["forbidden"]
+    # The model's echo, and the token it writes on its own, stay redacted on the wire.
+    assert sink.text() == "Is [redacted] up? and [redacted] again"
+    assert leaks(json.dumps(sink.frames[1:]), [FORBIDDEN]) == []
+    cid = sink.frames[0]["conversation_id"]
+    vault = Vault(await store.load_vault(cid))
+    history = [restore_message(m, vault) for m in await store.list_messages(cid)]
+    assert history[0]["text"] == f"Is {FORBIDDEN} up?"  # the user's own words, as typed
+    assert FORBIDDEN not in history[1]["text"]

@@ -35,6 +35,7 @@ from holdback.reply.machine import ReplyMachine
 from holdback.store.records import Message, VaultItem
 from holdback.store.repository import Store
 from holdback.stream import Guard, GuardMode, ReplyFilter, Restorer, restore
+from holdback.stream.guard import FORBIDDEN
 from holdback.stream.projection import ProjectionMode
 from holdback.stream.restorer import json_escape
 from holdback.tokens import TokenIndex, find_tokens, parse_id, token_id
@@ -134,7 +135,12 @@ class ChatService:
         self.guard_mode = guard_mode
         self.guard_window = guard_window
         self.phone_region = phone_region
-        self.pseudonymizer = Pseudonymizer(detectors, phone_region=phone_region)
+        # Forbidden terms the user types are masked before the model too, like sensitive ones;
+        # in a reply they stay redacted (`reply_index` never restores them).
+        masking = detectors
+        if forbidden is not None and len(forbidden):
+            masking = DetectorSet([*detectors.detectors, forbidden])
+        self.pseudonymizer = Pseudonymizer(masking, phone_region=phone_region)
         self.limiter = RateLimiter(rate_limit_per_minute)
         self.replies: dict[str, Reply] = {}
 
@@ -286,7 +292,7 @@ class _ReplyPump:
     def __init__(self, service: ChatService, reply: Reply, vault: Vault) -> None:
         self.service = service
         self.reply = reply
-        index = vault.index()
+        index = reply_index(vault)
         self.machine = ReplyMachine(
             reply.conversation_id,
             reply.message_id,
@@ -363,6 +369,14 @@ class _ReplyPump:
         self.send(self.machine.done(stored=ok))
         if cancelled:
             raise asyncio.CancelledError
+
+
+def reply_index(vault: Vault) -> TokenIndex:
+    """What a reply may restore: every token but a forbidden term's, which stays redacted."""
+    entries = vault.entries()
+    if all(e.kind != FORBIDDEN for e in entries):
+        return vault.index()
+    return TokenIndex({e.token: e.value for e in entries if e.kind != FORBIDDEN})
 
 
 def token_kind(token: str) -> str:

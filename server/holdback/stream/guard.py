@@ -325,7 +325,7 @@ class Guard:
         edits: list[tuple[int, int, str, str]] = []  # raw span, wire text, stored text
         for start, end, members in clusters:
             best = min(members, key=lambda f: (-(f.end - f.start), self._detectors.rank(f.kind)))
-            label = redaction_label(best.kind)
+            label = redaction_label(_label_kind(best))
             self.redacted[best.kind] += 1
             edits.append((proj.lo[start], proj.hi[end - 1], label, label))
         for start, end, token in tokenize:
@@ -516,6 +516,13 @@ class Guard:
         self._copy(proj.raw_base, proj.lo[start], out)
         self._state = "blocked"
         raise ReplyBlockedError(kinds, "".join(out))
+
+
+def _label_kind(f: Finding) -> str:
+    """The kind a redaction names: a forbidden term's token is a forbidden term."""
+    if f.kind == TOKEN and normalize_value(TOKEN, f.value).startswith("FORBIDDEN_"):
+        return FORBIDDEN
+    return f.kind
 
 
 def _key_begin(window: str) -> int | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 
 import pytest
 from hypothesis import given
@@ -107,7 +108,8 @@ ENTITY_TEXT = st.lists(
 
 @given(raw=ENTITY_TEXT)
 def test_terminated_entities_decode_as_the_html_parser_does(raw: str) -> None:
-    assert project(raw) == html.unescape(raw)
+    # ... and a run of spaces shows as one, as the renderer collapses it.
+    assert project(raw) == re.sub(" {2,}", " ", html.unescape(raw))
 
 
 def test_release_keeps_markers_with_the_released_part() -> None:

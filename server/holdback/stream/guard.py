@@ -38,6 +38,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
+import regex
+
 from holdback.detect import DetectorSet, Finding, TermMatcher, default_detectors
 from holdback.detect.incremental import StreamScanner
 from holdback.detect.normalize import normalize
@@ -64,9 +66,18 @@ MARGIN = 64  # longer than any value of bounded length, with its separators
 _CONTEXT = 80  # characters of already-released text kept for look-behinds
 
 # A marker line is decided once a character that is not a dash follows it (or the text ends).
-_KEY_BEGIN = re.compile(r"-{3,} ?BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)? ?-{3,}(?=[^-])", re.I)
-_KEY_END = re.compile(r"-{3,} ?END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)? ?-{3,}(?=[^-]|\Z)", re.I)
-_KEY_END_MAX = 80  # an END line is shorter than this: keep as much to find one split in two
+# Dashes of any kind, and any spacing: the page shows them alike.
+_DASH = r"[\-\u2010-\u2015\u2212\ufe58\ufe63\uff0d]"
+_KEY_LINE = rf"{_DASH}{{3,}}\s*BEGIN\s+[A-Z0-9 ]*?PRIVATE\s+KEY(?:\s+BLOCK)?\s*{_DASH}{{3,}}"
+_KEY_BEGIN = regex.compile(rf"{_KEY_LINE}(?={_DASH.replace('[', '[^', 1)})", regex.I)
+_KEY_BEGIN_AT_END = regex.compile(rf"{_KEY_LINE}(?:(?={_DASH.replace('[', '[^', 1)})|\Z)", regex.I)
+_KEY_END = re.compile(
+    rf"{_DASH}{{3,}}\s*END\s+[A-Z0-9 ]*?PRIVATE\s+KEY(?:\s+BLOCK)?\s*{_DASH}{{3,}}"
+    rf"(?={_DASH.replace('[', '[^', 1)}|\Z)",
+    re.I,
+)
+_KEY_LINE_MAX = 100  # a marker line is shorter than this
+_RAW_LIMIT = 8192  # raw text held, markers included, before the front is redacted anyway
 
 _State = Literal["screening", "key_block", "closed", "blocked", "failed"]
 
@@ -238,29 +249,50 @@ class Guard:
         proj = self._proj
         while proj.text:
             if self._state == "key_block":
-                if not self._skip_key_block(final):
+                if not self._skip_key_block(final, out):
                     break
                 continue
             buf = proj.text
             window = buf[: self.window]
-            begin = _key_begin(window)
-            if begin == 0:
-                self._enter_key_block(out)
+            begin = _key_begin(buf[: self.window + _KEY_LINE_MAX], final)
+            if begin is not None and begin[0] == 0:
+                if begin[1] == 0:
+                    break  # a BEGIN line may be coming: wait for it
+                self._enter_key_block(begin[1], out)
                 continue
-            if begin is not None:
-                window = window[:begin]  # the text before a key block ends where it begins
+            if begin is not None and begin[0] < len(window):
+                # The text before a key block is decided where the block's BEGIN line is known,
+                # with that line in view, so every split decides it alike.
+                start, end = begin
+                if end == 0:
+                    if final:
+                        begin = None
+                    else:
+                        hold, findings, tokenize = self._scan(window[:start], final=False)
+                        if hold:
+                            self._release(hold, findings, tokenize, out)
+                            continue
+                        break
+                else:
+                    _, findings, tokenize = self._scan(buf[:end], final=True)
+                    findings = [_clip(f, start) for f in findings if f.start < start]
+                    self._release(start, findings, [t for t in tokenize if t[1] <= start], out)
+                    continue
             beyond = len(buf) > len(window)
-            hold, findings, tokenize = self._scan(
-                window, final=begin is not None or (final and not beyond)
-            )
+            overflow = len(proj.raw) > _RAW_LIMIT  # markers and destinations count here
+            hold, findings, tokenize = self._scan(window, final=final and not beyond)
             if hold == 0:
-                if not (beyond and len(window) == self.window):
+                if not ((beyond and len(window) == self.window) or overflow):
                     break
                 self._redact_held(window, out)
                 continue
             self._release(hold, findings, tokenize, out)
             if hold < len(window) and not beyond:
                 break  # what is left is open; rescanning it now would decide nothing new
+        if not proj.text and proj.done > proj.raw_base and self._state == "screening":
+            # Raw text that shows nothing (markers, destinations) is released as it comes.
+            self._copy(proj.raw_base, proj.done, out)
+            self._advance(0, "")
         return "".join(out)
 
     def _scan(
@@ -316,7 +348,7 @@ class Guard:
     ) -> None:
         proj = self._proj
         if self._continuing:
-            hold, findings, tokenize = self._swallow_continuation(hold, findings, tokenize)
+            hold, findings, tokenize = self._swallow_continuation(hold, findings, tokenize, out)
             if hold == 0:
                 return
         clusters = _clusters(findings)
@@ -429,7 +461,11 @@ class Guard:
         self._released += n
 
     def _swallow_continuation(
-        self, hold: int, findings: list[Finding], tokenize: list[tuple[int, int, str]]
+        self,
+        hold: int,
+        findings: list[Finding],
+        tokenize: list[tuple[int, int, str]],
+        out: list[str],
     ) -> tuple[int, list[Finding], list[tuple[int, int, str]]]:
         """Drop the rest of a candidate redacted at the window, up to the next space.
 
@@ -444,20 +480,35 @@ class Guard:
         if end < hold:
             self._continuing = False
         if end:
-            proj = self._proj
-            self._skip_restored(proj.raw_base, proj.hi[end - 1])
-            self._advance(end, text[:end])
+            self._drop(end, None, out)  # its label went out with the part before
         kept = [
             Finding(f.start - end, f.end - end, f.kind, f.value) for f in findings if f.start >= end
         ]
         toks = [(s - end, e - end, t) for s, e, t in tokenize if s >= end]
         return hold - end, kept, toks
 
+    def _drop(self, n: int, label: str | None, out: list[str]) -> None:
+        """Replace the first `n` projected characters' raw text with `label` (or nothing).
+
+        The raw text around it that shows nothing (markers before it, markers after it up to
+        the next character shown) is released as it is, so no split decides it differently.
+        """
+        proj = self._proj
+        lo, hi = proj.lo[0], proj.hi[n - 1]
+        self._copy(proj.raw_base, lo, out)
+        if label is not None:
+            out.append(label)
+            self._stored.append(label)
+        self._skip_restored(lo, hi)
+        cut = proj.lo[n] if n < len(proj.text) else proj.done
+        self._copy(hi, cut, out)
+        self._advance(n, proj.text[:n])
+
     def _redact_held(self, window: str, out: list[str]) -> None:
         """The candidate at the start is open a whole window later: redact it, fail closed."""
         _, findings, _ = self._scan(window, final=True)
-        cut = max(len(window) - MARGIN, len(window) // 2)
-        space = window.rfind(" ", cut - MARGIN // 2, cut)
+        cut = max(len(window) - MARGIN, len(window) // 2, 1)
+        space = window.rfind(" ", max(0, cut - MARGIN // 2), cut)
         if space > 0:
             cut = space + 1  # a cut between words reads better, and only widens the overlap
         for f in sorted(findings, key=lambda f: f.start):
@@ -465,28 +516,23 @@ class Guard:
                 cut = f.end
         if self.mode == "block":
             self._block(0, [HELD_TOO_LONG], out)
-        proj = self._proj
-        lo, hi = proj.raw_base, proj.hi[cut - 1]
+        label = None
         if not self._continuing:
             label = redaction_label(HELD_TOO_LONG)
             self.redacted[HELD_TOO_LONG] += 1
-            out.append(label)
-            self._stored.append(label)
         self._continuing = True
-        self._skip_restored(lo, hi)
-        self._advance(cut, window[:cut])
+        self._drop(cut, label, out)
 
-    def _enter_key_block(self, out: list[str]) -> None:
+    def _enter_key_block(self, end: int, out: list[str]) -> None:
+        """A BEGIN line ends at projected `end`: the block is redacted from here to its END."""
         if self.mode == "block":
             self._block(0, [KEY_BLOCK], out)
         self._continuing = False
-        label = redaction_label(KEY_BLOCK)
         self.redacted[KEY_BLOCK] += 1
-        out.append(label)
-        self._stored.append(label)
+        self._drop(end, redaction_label(KEY_BLOCK), out)
         self._state = "key_block"
 
-    def _skip_key_block(self, final: bool) -> bool:
+    def _skip_key_block(self, final: bool, out: list[str]) -> bool:
         """Drop key material up to the END line; True once the block is over."""
         proj = self._proj
         norm = normalize(proj.text)
@@ -498,10 +544,14 @@ class Guard:
         elif final:
             n = len(proj.text)
         else:
-            n = max(0, len(proj.text) - _KEY_END_MAX)
+            n = max(0, len(proj.text) - _KEY_LINE_MAX)
         if n:
+            proj = self._proj
             lo, hi = proj.raw_base, proj.hi[n - 1]
             self._skip_restored(lo, hi)
+            cut = proj.lo[n] if n < len(proj.text) else proj.done
+            if m is not None:
+                self._copy(hi, cut, out)  # what shows nothing after the END line is not key
             self._advance(n, "")
             self._context = ""
         if m is not None or final:
@@ -525,13 +575,26 @@ def _label_kind(f: Finding) -> str:
     return f.kind
 
 
-def _key_begin(window: str) -> int | None:
-    """Where a private-key block begins in the window, if it does."""
-    if "-" not in window:
+def _key_begin(text: str, final: bool) -> tuple[int, int] | None:
+    """Where a private-key BEGIN line is in `text`: (start, end) in projected offsets, or
+    (start, 0) when one may be beginning at `start` but has not arrived whole."""
+    if "-" not in text and not any(
+        c in text for c in "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d"
+    ):
         return None
-    norm = normalize(window)
-    m = _KEY_BEGIN.search(norm.text)
-    return None if m is None else norm.span_to_original(m.start(), m.end())[0]
+    norm = normalize(text)
+    pattern = _KEY_BEGIN_AT_END if final else _KEY_BEGIN
+    m = pattern.search(norm.text, partial=not final)
+    if m is None:
+        return None
+    start = norm.span_to_original(m.start(), m.end())[0]
+    if m.partial:
+        return (start, 0)
+    return (start, norm.span_to_original(m.start(), m.end())[1])
+
+
+def _clip(f: Finding, end: int) -> Finding:
+    return f if f.end <= end else Finding(f.start, end, f.kind, f.value)
 
 
 def _clusters(findings: list[Finding]) -> list[tuple[int, int, list[Finding]]]:

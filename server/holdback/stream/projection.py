@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import html
 import re
+import unicodedata
 from typing import Literal
 
 import regex
@@ -45,12 +46,19 @@ _DESTINATION = regex.compile(
     r"""\(\s{0,8}(?:<[^<>\n]{0,1024}>|[^\s()<>]{0,1024}(?:\([^\s()]{0,256}\)[^\s()]{0,256}){0,4})"""
     r"""(?:\s{1,8}(?:"[^"\n]{0,256}"|'[^'\n]{0,256}'|\([^()\n]{0,256}\)))?\s{0,8}\)"""
 )
+_LABEL = regex.compile(r"\[[^\[\]\n]{0,999}\]")  # a reference label: `][label]` shows nothing
+_PEEK = 16  # how far a `_` run's right neighbour is looked for, through markers and escapes
 _ASCII_PUNCT = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 _MARKERS = frozenset("*`~[")
 _UNDERSCORE_RUN_LIMIT = 32  # a longer run is decided as markers, whatever follows
 
+# Whitespace the renderer collapses: a run of it shows as one space (outside code blocks).
+_WS = " \t\n\r\f\v\u00a0\u1680\u2028\u2029\u202f\u205f\u3000" + "".join(
+    chr(c) for c in range(0x2000, 0x200B)
+)
+_WS_SET = frozenset(_WS)
 _SPECIAL: dict[ProjectionMode, re.Pattern[str] | None] = {
-    "markdown": re.compile(r"[&\\*_`~\[\]]"),
+    "markdown": re.compile(rf"[&\\*_`~\[\]]|[{_WS}]{{2,}}"),
     "json": re.compile(r"\\"),
     "plain": None,
 }
@@ -76,6 +84,7 @@ class Projector:
     """
 
     __slots__ = (
+        "_last",
         "_prev",
         "_raw",
         "_raw_base",
@@ -94,6 +103,7 @@ class Projector:
         self._raw = ""  # raw text from stream offset `_raw_base` on, not yet released
         self._raw_base = 0
         self._prev = ""  # the raw character before `_raw`
+        self._last = ""  # the last projected character, released or not
         self.text = ""
         self.lo: list[int] = []
         self.hi: list[int] = []
@@ -122,6 +132,10 @@ class Projector:
         if start >= len(self._raw):
             return
         special = self._special
+        if self.mode == "markdown" and self._last in _WS_SET:
+            while start < len(self._raw) and self._raw[start] in _WS_SET:
+                start += 1  # the rest of a whitespace run shows as nothing
+            self.done = self._raw_base + start
         if special is None or not special.search(self._raw, start):
             self._identity(start, len(self._raw))
             return
@@ -155,6 +169,8 @@ class Projector:
 
     def _identity(self, start: int, end: int) -> None:
         base = self._raw_base
+        if end > start:
+            self._last = self._raw[end - 1]
         self.text += self._raw[start:end]
         self.lo.extend(range(base + start, base + end))
         self.hi.extend(range(base + start + 1, base + end + 1))
@@ -162,6 +178,7 @@ class Projector:
 
     def _emit(self, ch: str, start: int, end: int) -> None:
         base = self._raw_base
+        self._last = ch
         self.text += ch
         self.lo.append(base + start)
         self.hi.append(base + end)
@@ -180,24 +197,31 @@ class Projector:
             if m is None:
                 break
             ch = raw[j]
-            if ch in _MARKERS:
+            if ch in _WS_SET:
+                k = j
+                while k < n and raw[k] in _WS_SET:
+                    k += 1
+                self._identity(j, j + 1)
+                i = k
+            elif ch in _MARKERS:
                 i = j + 1
             elif ch == "_":
                 k = j
                 while k < n and raw[k] == "_":
                     k += 1
-                if k == n and not final and k - j <= _UNDERSCORE_RUN_LIMIT:
+                long_run = k - j > _UNDERSCORE_RUN_LIMIT
+                after = "" if long_run else _shown_next(raw, k, final)
+                if after is None:
                     break  # the right neighbour decides
-                before = raw[j - 1] if j else self._prev
-                after = raw[k] if k < n else ""
-                if k - j <= _UNDERSCORE_RUN_LIMIT and before.isalnum() and after.isalnum():
+                if not long_run and self._last.isalnum() and after.isalnum():
                     self._identity(j, k)
                 i = k
             elif ch == "]":
                 if j + 1 == n and not final:
                     break  # a destination may follow
-                if j + 1 < n and raw[j + 1] == "(":
-                    dest = _DESTINATION.match(raw, j + 1, partial=not final)
+                if j + 1 < n and raw[j + 1] in "([":
+                    pattern = _DESTINATION if raw[j + 1] == "(" else _LABEL
+                    dest = pattern.match(raw, j + 1, partial=not final)
                     if dest is not None and dest.partial:
                         break
                     if dest is not None:
@@ -213,6 +237,8 @@ class Projector:
                         break
                     self._emit("\\", j, j + 1)
                     i = j + 1
+                elif raw[j + 1] == "\n":
+                    i = j + 1  # a hard line break: the backslash shows nothing
                 elif raw[j + 1] in _ASCII_PUNCT:
                     self._emit(raw[j + 1], j, j + 2)
                     i = j + 2
@@ -286,6 +312,44 @@ class Projector:
             return 6
         self._emit("\ufffd" if 0xDC00 <= code < 0xE000 else chr(code), j, j + 6)
         return 6
+
+
+def _shown_next(raw: str, k: int, final: bool) -> str | None:
+    """The next character the renderer shows from `k` ("" if none), or None if still open.
+
+    Markers show nothing and an entity or an escape shows what it decodes to, so they are
+    looked through; invisible characters are too (the detectors drop them).
+    """
+    end = min(len(raw), k + _PEEK)
+    i = k
+    while i < end:
+        c = raw[i]
+        if c in _MARKERS or c == "]" or _invisible(c):
+            i += 1
+            continue
+        if c == "&":
+            e = _ENTITY.match(raw, i)
+            if e is not None:
+                return html.unescape(e.group())[:1] or "&"
+            if not final and _ENTITY_OPEN.match(raw, i):
+                return None
+            return "&"
+        if c == "\\":
+            if i + 1 == len(raw):
+                return None if not final else "\\"
+            nxt = raw[i + 1]
+            return nxt if nxt in _ASCII_PUNCT else "\\"
+        return c
+    if end == len(raw) and not final and end - k < _PEEK:
+        return None
+    return ""
+
+
+def _invisible(c: str) -> bool:
+    return c in _INVISIBLE or (not c.isascii() and unicodedata.category(c) in ("Cf", "Mn", "Me"))
+
+
+_INVISIBLE = frozenset("\u00ad\u034f\u115f\u1160\u17b4\u17b5\u3164\uffa0")
 
 
 def _pair_prefix(tail: str) -> bool:

@@ -238,19 +238,22 @@ class ReplyMachine:
     def _screen_name(self, name: str) -> str:
         """A tool name as shown: screened, and within `TOOL_NAME`; else a fixed one.
 
-        A name is an identifier, so it is screened as written and with its separators read as
-        spaces (`pay_4556737586899855` holds a card number). In block mode a finding in the
-        name blocks the reply, as anywhere else.
+        A name is an identifier, so it is screened as written, with its separators read as
+        spaces (`pay_4556737586899855` holds a card number), and from after each separator on
+        (`x_ghp_...` holds a key). A name that holds anything, a vault value included, is not
+        shown. In block mode a finding in the name blocks the reply, as anywhere else.
         """
         if not TOOL_NAME.fullmatch(name):
             return REPLACED_TOOL_NAME
-        for spelling in (name, _SEPARATORS.sub(" ", name)):
+        spellings = [name, _SEPARATORS.sub(" ", name)]
+        spellings += [name[m.end() :] for m in _SEPARATORS.finditer(name) if m.end() < len(name)]
+        for spelling in spellings:
             screen = self._make_filter("plain", False)
             try:
                 shown = screen.feed(spelling) + screen.flush()
             except FilterFailedError:  # the name is not shown, whatever it held
                 return REPLACED_TOOL_NAME
-            if shown != spelling:
+            if shown != spelling or screen.screened != spelling:
                 return REPLACED_TOOL_NAME
         return name
 

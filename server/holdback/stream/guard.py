@@ -76,6 +76,7 @@ _KEY_END = re.compile(
     rf"(?={_DASH.replace('[', '[^', 1)}|\Z)",
     re.I,
 )
+_BACKSLASH_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 _KEY_LINE_MAX = 100  # a marker line is shorter than this
 _RAW_LIMIT = 8192  # raw text held, markers included, before the front is redacted anyway
 
@@ -363,6 +364,12 @@ class Guard:
         for start, end, token in tokenize:
             if not any(s < end and start < e for s, e, _ in clusters):
                 lo, hi = proj.lo[start], proj.hi[end - 1]
+                if any(lo <= h[0] and h[1] <= hi for h in self._hidden):
+                    # A vault value spelled around a link that was redacted: the value goes too.
+                    label = redaction_label(HELD_TOO_LONG)
+                    self.redacted[HELD_TOO_LONG] += 1
+                    edits.append((lo, hi, label, label))
+                    continue
                 edits.append((lo, hi, proj.raw_slice(lo, hi), token))
         edits.sort()
         text = proj.text[:hold]
@@ -399,8 +406,8 @@ class Guard:
             self._hidden.append((lo, hi, f"({label})"))
 
     def _kinds_in_destination(self, text: str) -> list[str]:
-        spellings = {html.unescape(text)}
-        spellings.add(urllib.parse.unquote(next(iter(spellings))))
+        decoded = _BACKSLASH_ESCAPE.sub(r"\1", html.unescape(text))
+        spellings = {text, decoded, urllib.parse.unquote(decoded)}
         kinds: list[str] = []
         try:
             for spelling in spellings:

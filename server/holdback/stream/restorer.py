@@ -44,8 +44,16 @@ _Escape = Callable[[str], str]
 Piece = tuple[str, str | None]  # output text, and the token id it restores (None: model text)
 
 # In a run of non-space text, any of these makes what follows part of a URL.
-_URL_MARK = re.compile(r"://|\]\(|(?<![A-Za-z])(?:www\.|(?:mailto|tel|sms|data|javascript):)", re.I)
-_LAST_SPACE = re.compile(r"\s\S*\Z")
+# `//` covers `scheme://` and protocol-relative links, `<scheme:` an autolink, `](` and `]:` a
+# link destination or a reference definition.
+_URL_MARK = re.compile(
+    r"//|\]\(|\]:|<[A-Za-z][A-Za-z0-9+.\-]{1,31}:"
+    r"|(?<![A-Za-z])(?:www\.|(?:mailto|tel|sms|data|javascript|xmpp|ftp|file|irc):)",
+    re.I,
+)
+# What ends a run, as the browser's renderer sees whitespace (JavaScript's `\s`), not Python's.
+_JS_SPACE = "\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+_LAST_SPACE = re.compile(f"[{_JS_SPACE}][^{_JS_SPACE}]*\\Z")
 _URL_TAIL = 12  # enough of the run to see a mark split between two pieces of text
 
 

@@ -361,7 +361,12 @@ class Guard:
             label = redaction_label(_label_kind(best))
             self.redacted[best.kind] += 1
             edits.append((proj.lo[start], proj.hi[end - 1], label, label))
-        for start, end, token in tokenize:
+        kept: list[tuple[int, int, str]] = []
+        for start, end, token in sorted(tokenize, key=lambda t: (t[0] - t[1], t[0])):
+            if any(s < end and start < e for s, e, _ in kept):
+                continue  # a vault value inside a longer one: the longer one is tokenized
+            kept.append((start, end, token))
+        for start, end, token in sorted(kept):
             if not any(s < end and start < e for s, e, _ in clusters):
                 lo, hi = proj.lo[start], proj.hi[end - 1]
                 if any(lo <= h[0] and h[1] <= hi for h in self._hidden):

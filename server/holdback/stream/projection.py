@@ -14,8 +14,9 @@ pair):
   brackets are ignored too, and an inline link's destination (`](https://x "title")`) shows
   nothing in the text: `[ann](https://x)@example.org` reads as the address it displays. The
   destination is not lost: each is kept in `destinations`, for the guard to screen on its own.
-- `json` (tool-call arguments, which the UI parses): string escapes are decoded, `\\u0040`
-  and surrogate pairs included.
+- `json` (tool-call arguments, which the UI parses and prints again): string escapes are
+  decoded, `\\u0040` and surrogate pairs included, and a number written with a fraction or an
+  exponent reads as JavaScript prints it (`4556737586899855e0` is `4556737586899855`).
 
 Every projected character comes from one contiguous raw span (`lo`, `hi`), and raw characters
 that project to nothing (markers) sit between spans, so a finding in the projection maps back to
@@ -59,7 +60,7 @@ _WS = " \t\n\r\f\v\u00a0\u1680\u2028\u2029\u202f\u205f\u3000" + "".join(
 _WS_SET = frozenset(_WS)
 _SPECIAL: dict[ProjectionMode, re.Pattern[str] | None] = {
     "markdown": re.compile(rf"[&\\*_`~\[\]]|[{_WS}]{{2,}}"),
-    "json": re.compile(r"\\"),
+    "json": re.compile(r"\\|[0-9][.eE]"),
     "plain": None,
 }
 _JSON_SIMPLE = {
@@ -73,6 +74,10 @@ _JSON_SIMPLE = {
     "t": "\t",
 }
 _HEX4 = re.compile(r"[0-9A-Fa-f]{4}")
+_JSON_SPECIAL = re.compile(r"\\|-?[0-9]+(?=[.eE])")
+_JSON_NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]*)?")
+_NUMBER_CHARS = frozenset("0123456789.eE+-")
+_NUMBER_MAX = 64  # a longer number is shown as written
 
 
 class Projector:
@@ -265,17 +270,50 @@ class Projector:
         raw = self._raw
         n = len(raw)
         while i < n:
-            j = raw.find("\\", i)
-            if j < 0:
+            m = _JSON_SPECIAL.search(raw, i)
+            if m is None:
                 self._identity(i, n)
                 return
+            j = m.start()
             if j > i:
                 self._identity(i, j)
+                i = j
+            if m.group() != "\\":
+                step = self._json_number(raw, j, final)
+                if step < 0:
+                    return  # open: the number may go on
+                if step == 0:
+                    self._identity(j, m.end())
+                    i = m.end()
+                    continue
+                i = j + step
+                self.done = self._raw_base + i
+                continue
             step = self._json_escape(raw, j, final)
             if step == 0:
                 return  # open: wait for more text
             i = j + step
             self.done = self._raw_base + i
+
+    def _json_number(self, raw: str, j: int, final: bool) -> int:
+        """Project a number written with a fraction or exponent, starting at `j`, as JavaScript
+        prints it; the raw length it took, 0 if it is not one, or -1 if it may still grow."""
+        m = _JSON_NUMBER.match(raw, j)
+        before = raw[j - 1] if j else self._last
+        if m is None or before.isalnum() or before in _NUMBER_CHARS or before == "_":
+            return 0
+        if m.end() == len(raw) and not final:
+            return -1 if m.end() - j <= _NUMBER_MAX else 0
+        try:
+            value = float(m.group())
+        except ValueError:
+            return 0
+        shown = _js_number(value)
+        if shown is None or shown == m.group():
+            return 0
+        for c in shown:
+            self._emit(c, j, m.end())
+        return m.end() - j
 
     def _json_escape(self, raw: str, j: int, final: bool) -> int:
         """Project the escape at `j`; the raw length it took, or 0 if it is still open."""
@@ -350,6 +388,15 @@ def _invisible(c: str) -> bool:
 
 
 _INVISIBLE = frozenset("\u00ad\u034f\u115f\u1160\u17b4\u17b5\u3164\uffa0")
+
+
+def _js_number(value: float) -> str | None:
+    """A number as JavaScript's `String(n)` prints it, for the integers that matter here."""
+    if value != value or value in (float("inf"), float("-inf")):
+        return None
+    if value.is_integer() and abs(value) < 1e21:
+        return str(int(value))
+    return None
 
 
 def _pair_prefix(tail: str) -> bool:

@@ -77,6 +77,12 @@ _KEY_END = re.compile(
     re.I,
 )
 _BACKSLASH_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
+# Three dashes, perhaps with invisible characters between: a marker line may be here; or a dash
+# at the very end, where one may be beginning.
+_INVISIBLE_IN_LINE = "[\u00ad\u200b-\u200f\u2060-\u2064\ufeff]*"
+_KEY_HINT = re.compile(
+    rf"{_DASH}(?:{_INVISIBLE_IN_LINE}{_DASH}){{2}}|{_DASH}{_INVISIBLE_IN_LINE}\Z"
+)
 _KEY_LINE_MAX = 100  # a marker line is shorter than this
 _RAW_LIMIT = 8192  # raw text held, markers included, before the front is redacted anyway
 
@@ -255,7 +261,9 @@ class Guard:
                 continue
             buf = proj.text
             window = buf[: self.window]
-            begin = _key_begin(buf[: self.window + _KEY_LINE_MAX], final)
+            begin = None
+            if _KEY_HINT.search(buf, 0, self.window + _KEY_LINE_MAX):
+                begin = _key_begin(buf[: self.window + _KEY_LINE_MAX], final)
             if begin is not None and begin[0] == 0:
                 if begin[1] == 0:
                     break  # a BEGIN line may be coming: wait for it
@@ -352,6 +360,12 @@ class Guard:
             hold, findings, tokenize = self._swallow_continuation(hold, findings, tokenize, out)
             if hold == 0:
                 return
+        if not findings and not tokenize:
+            cut = proj.lo[hold] if hold < len(proj.text) else proj.done
+            text = proj.text[:hold]
+            self._copy(proj.raw_base, cut, out)
+            self._advance(hold, text)
+            return
         clusters = _clusters(findings)
         if clusters and self.mode == "block":
             self._block(clusters[0][0], [f.kind for c in clusters for f in c[2]], out)
@@ -429,6 +443,9 @@ class Guard:
 
     def _copy(self, a: int, b: int, out: list[str]) -> None:
         """Raw text to the wire, with redacted link destinations replaced."""
+        if not self._hidden:
+            self._copy_raw(a, b, out)
+            return
         for lo, hi, label in [h for h in self._hidden if a <= h[0] and h[1] <= b]:
             self._copy_raw(a, lo, out)
             out.append(label)
@@ -442,6 +459,11 @@ class Guard:
         if a >= b:
             return
         proj = self._proj
+        if not self._restored and self._skip_to <= a:
+            text = proj.raw_slice(a, b)
+            out.append(text)
+            self._stored.append(text)
+            return
         out.append(proj.raw_slice(a, b))
         i = max(a, min(self._skip_to, b))
         for rs, re_, ident in self._restored:
@@ -467,8 +489,10 @@ class Guard:
     def _advance(self, n: int, text: str) -> None:
         """The first `n` projected characters are released."""
         cut = self._proj.release(n)
-        self._restored = [r for r in self._restored if r[1] > cut]
-        self._hidden = [h for h in self._hidden if h[1] > cut]
+        if self._restored:
+            self._restored = [r for r in self._restored if r[1] > cut]
+        if self._hidden:
+            self._hidden = [h for h in self._hidden if h[1] > cut]
         self._context = (self._context + text)[-_CONTEXT:]
         self._released += n
 
@@ -590,10 +614,6 @@ def _label_kind(f: Finding) -> str:
 def _key_begin(text: str, final: bool) -> tuple[int, int] | None:
     """Where a private-key BEGIN line is in `text`: (start, end) in projected offsets, or
     (start, 0) when one may be beginning at `start` but has not arrived whole."""
-    if "-" not in text and not any(
-        c in text for c in "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d"
-    ):
-        return None
     norm = normalize(text)
     pattern = _KEY_BEGIN_AT_END if final else _KEY_BEGIN
     m = pattern.search(norm.text, partial=not final)

@@ -53,8 +53,8 @@ _URL_MARK = re.compile(
 )
 # What ends a run, as the browser's renderer sees whitespace (JavaScript's `\s`), not Python's.
 _JS_SPACE = "\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
-_LAST_SPACE = re.compile(f"[{_JS_SPACE}][^{_JS_SPACE}]*\\Z")
-_URL_TAIL = 12  # enough of the run to see a mark split between two pieces of text
+_ANY_SPACE = re.compile(f"[{_JS_SPACE}]")
+_RECENT = 2048  # input kept to find a form's run of non-space text
 
 
 class Restorer:
@@ -68,12 +68,11 @@ class Restorer:
     __slots__ = (
         "_closed",
         "_escape",
-        "_in_url",
         "_index",
         "_pending",
         "_prev",
+        "_recent",
         "_starts",
-        "_url_tail",
     )
 
     def __init__(
@@ -88,8 +87,7 @@ class Restorer:
         self._prev = ""  # the input character just before `pending`, for word boundaries
         self._closed = False
         self._starts = _start_pattern(self._index)
-        self._in_url = False  # the current run of non-space text is a URL
-        self._url_tail = ""  # the end of that run, for marks split across feeds
+        self._recent = ""  # the end of the decided input, to tell whether a form is in a URL
 
     @property
     def pending(self) -> str:
@@ -154,7 +152,6 @@ class Restorer:
         out: list[str] = []
         pos = 0  # everything before pos has been decided and emitted
         search = 0
-        seen = 0  # the URL state has read the text before this
         n = len(buf)
         while starts is not None:
             m = starts.search(buf, search)
@@ -173,17 +170,14 @@ class Restorer:
                 continue
             if found == _HOLD:
                 out.append(buf[pos:j])
-                self._advance(buf[seen:j])
                 self._keep(buf, j)
                 return _finish(out, pieces)
             assert isinstance(found, tuple)
             end, value, ident = found
             if spans is not None:
                 spans.append((j, end))
-            self._advance(buf[seen:j])
-            seen = end
             out.append(buf[pos:j])
-            if self._in_url:
+            if self._in_url(buf, j):
                 value = url_label(ident)
             elif self._escape is not None:
                 value = self._escape(value)
@@ -194,30 +188,26 @@ class Restorer:
                 out.clear()
             else:
                 out.append(value)
-            self._advance(buf[j:end])
             pos = search = end
         out.append(buf[pos:])
-        self._advance(buf[seen:n])
         self._keep(buf, n)
         return _finish(out, pieces)
 
-    def _advance(self, text: str) -> None:
-        """Read decided input text into the URL state."""
-        if not text:
-            return
-        space = _LAST_SPACE.search(text)
-        if space is not None:
-            self._in_url = False
-            self._url_tail = ""
-            text = text[space.start() + 1 :]
-        run = self._url_tail + text
-        if not self._in_url and _URL_MARK.search(run):
-            self._in_url = True
-        self._url_tail = run[-_URL_TAIL:]
+    def _in_url(self, buf: str, j: int) -> bool:
+        """Whether the form at `buf[j]` stands in a URL: its run of non-space text has a mark.
+
+        A run longer than what is kept is taken for a URL: fail closed.
+        """
+        before = self._recent + buf[:j]
+        space = _ANY_SPACE.search(before[::-1])
+        if space is None:
+            return len(before) >= _RECENT or bool(_URL_MARK.search(before))
+        return bool(_URL_MARK.search(before, len(before) - space.start()))
 
     def _keep(self, buf: str, at: int) -> None:
         if at:
             self._prev = buf[at - 1]
+            self._recent = (self._recent + buf[:at])[-_RECENT:]
         self._pending = buf[at:]
 
     def _match(self, buf: str, j: int, final: bool) -> _Result:

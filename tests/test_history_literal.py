@@ -17,8 +17,9 @@ from holdback.pseudonymize import Pseudonymizer, pseudonymize
 from holdback.store.records import StoredVault
 from holdback.stream import restore
 from holdback.tokens import bare_ids, find_typed_tokens
-from holdback.vault import Vault, VaultConflictError
+from holdback.vault import Vault, VaultConflictError, VaultEntry
 
+SARAH = VaultEntry("<EMAIL_1>", "email", "sarah@acme.com", "sarah@acme.com")
 CLIENTS = Pseudonymizer(DetectorSet.from_config({"clients": ["Acme Holdings", "Globex"]}))
 
 
@@ -108,7 +109,7 @@ def test_an_id_next_to_a_value_is_reserved_as_the_masked_text_spells_it(text: st
 
 
 def test_reserved_ids_are_not_tokens() -> None:
-    vault = Vault({"<EMAIL_1>": "sarah@acme.com"}, reserved=["phone_2", "<EMAIL_2>"])
+    vault = Vault([SARAH], reserved=["phone_2", "<EMAIL_2>"])
     assert vault.reserved == {"PHONE_2", "EMAIL_2"}
     assert dict(vault) == {"<EMAIL_1>": "sarah@acme.com"}
     assert len(vault) == 1
@@ -130,7 +131,7 @@ def test_reserved_ids_are_not_tokens() -> None:
 
 
 def test_a_stored_vault_brings_its_reservations() -> None:
-    stored = StoredVault({"<EMAIL_1>": "sarah@acme.com"}, frozenset({"EMAIL_2"}))
+    stored = StoredVault([SARAH], frozenset({"EMAIL_2"}))
     assert stored == {"<EMAIL_1>": "sarah@acme.com"}
     assert "sarah" not in repr(stored)
     vault = Vault(stored)

@@ -9,7 +9,9 @@ from hypothesis import strategies as st
 from holdback.detect import DetectorSet
 from holdback.pseudonymize import Pseudonymizer, pseudonymize
 from holdback.stream import restore
-from holdback.vault import Vault, VaultConflictError
+from holdback.vault import Vault, VaultConflictError, VaultEntry
+
+SARAH = VaultEntry("<EMAIL_1>", "email", "sarah@acme.com", "sarah@acme.com")
 
 
 def test_values_become_tokens_numbered_per_kind() -> None:
@@ -77,7 +79,7 @@ def test_dictionary_kinds_become_token_kinds() -> None:
 
 def test_analyze_asks_for_tokens_without_touching_the_vault() -> None:
     p = Pseudonymizer()
-    vault = Vault({"<EMAIL_1>": "sarah@acme.com"})
+    vault = Vault([SARAH])
     analysis = p.analyze("sarah@acme.com and bob@example.org", vault)
     assert not analysis.complete
     assert [(m.kind, m.value) for m in analysis.missing] == [("email", "bob@example.org")]
@@ -88,7 +90,7 @@ def test_analyze_asks_for_tokens_without_touching_the_vault() -> None:
 
 
 def test_a_vault_never_gives_one_token_two_values() -> None:
-    vault = Vault({"<EMAIL_1>": "sarah@acme.com"})
+    vault = Vault([SARAH])
     with pytest.raises(VaultConflictError) as info:
         vault.add("<EMAIL_1>", "email", "other@acme.com")
     assert "other@acme.com" not in str(info.value)
@@ -135,6 +137,6 @@ def test_round_trip_and_no_value_left_in_the_masked_text(messages: list[str]) ->
 
 @given(text=st.text(max_size=60))
 def test_round_trip_on_any_text(text: str) -> None:
-    vault = Vault({"<EMAIL_1>": "sarah@acme.com", "<A_1>": "x"})
+    vault = Vault([SARAH, VaultEntry("<A_1>", "a", "x", "x")])
     masked, _ = pseudonymize(text, vault)
     assert restore(masked, vault) == text

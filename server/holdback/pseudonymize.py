@@ -14,22 +14,39 @@ the values found. Two things make that hold:
   text keeps restoring to what the user typed, however the vault grows afterwards.
 
 When a value is seen in a differently-spelled form (`Sarah@Acme.com` after `sarah@acme.com`)
-it gets the same token, which restores to the spelling seen first.
+it gets the same token, which restores to the spelling seen first: that is what the model's
+replies show. The user's own message reads back exactly as typed: `spellings()` lists the
+spans whose typed text differs from the vault's value, which the server stores sealed with the
+message, and `restore_as_typed()` rebuilds the message from its masked text, its spans and
+those spellings.
 
 `analyze()` does one pass without changing the vault and says which ids must be reserved and
 which values still need tokens; the server has the store reserve and assign those in one
 transaction (atomically, across writers, reservations first) and calls it again, until the
 analysis is `complete`. `pseudonymize()` does the same with an in-memory vault.
+
+A `Pseudonymizer` may be used from several threads at once (the server analyzes large messages
+off its event loop); each vault, by one thread at a time.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from holdback.detect import DetectorSet, Finding, default_detectors
 from holdback.detect.values import normalize_value
 from holdback.stream.restorer import find_forms, restore
-from holdback.tokens import bare_ids, find_typed_tokens, is_word_char
+from holdback.tokens import (
+    TOKEN_RE,
+    TokenIndex,
+    bare_ids,
+    find_tokens,
+    find_typed_tokens,
+    is_word_char,
+    kind_label,
+)
 from holdback.vault import Vault
 
 __all__ = [
@@ -40,6 +57,9 @@ __all__ = [
     "VaultItem",
     "pseudonymize",
     "restore",
+    "restore_as_typed",
+    "restore_in_order",
+    "spellings",
 ]
 
 LITERAL = "literal"
@@ -89,17 +109,25 @@ class Analysis:
 
 
 class Pseudonymizer:
+    # Texts whose findings are kept: `analyze` runs a few times per message, and detection
+    # does not depend on the vault. One per message being analyzed at once, roughly.
+    RECENT = 8
+
     def __init__(self, detectors: DetectorSet | None = None, *, phone_region: str = "US") -> None:
         self.detectors = detectors or default_detectors()
         self.phone_region = phone_region
-        self._last: tuple[str, list[Finding]] | None = None  # detection does not need the vault
+        self._recent: list[tuple[str, list[Finding]]] = []
+        self._lock = threading.Lock()
 
     def _detect(self, text: str) -> list[Finding]:
-        if self._last is not None and self._last[0] is text:
-            return self._last[1]
+        with self._lock:
+            for seen, found in self._recent:
+                if seen is text:
+                    return found
         found = self.detectors.detect(text)
         found = self.detectors.resolve([*found, *self._typed_tokens(text)])
-        self._last = (text, found)
+        with self._lock:
+            self._recent = [(text, found), *self._recent[: self.RECENT - 1]]
         return found
 
     def _normalized(self, f: Finding) -> str:
@@ -163,11 +191,13 @@ class Pseudonymizer:
         return sorted(ids)
 
     def _missing(self, findings: list[Finding], vault: Vault) -> list[VaultItem]:
+        # Keyed as the vault and the store key values: by kind label and normalized form.
         missing: dict[tuple[str, str], VaultItem] = {}
         for f in findings:
             norm = self._normalized(f)
-            if vault.lookup(f.kind, norm) is None and (f.kind, norm) not in missing:
-                missing[(f.kind, norm)] = VaultItem(f.kind, f.value, norm)
+            slot = (kind_label(f.kind), norm)
+            if slot not in missing and vault.lookup(f.kind, norm) is None:
+                missing[slot] = VaultItem(f.kind, f.value, norm)
         return list(missing.values())
 
     def _apply(self, text: str, findings: list[Finding], vault: Vault) -> tuple[str, list[Masked]]:
@@ -218,6 +248,72 @@ def _to_original(offset: int, inserted: list[tuple[int, int, int]]) -> int:
             break
         shift = end - original_end
     return offset - shift
+
+
+def spellings(masked: Sequence[Masked], vault: Mapping[str, str]) -> dict[int, str]:
+    """The spans of a message whose typed text is not their token's value in the vault
+    (`Sarah@Acme.com` where the vault has `sarah@acme.com`): span index -> text as typed.
+
+    These, and only these, must be kept with the message for it to read back as typed; they
+    are original values, so they are stored sealed, never in the clear.
+    """
+    return {i: m.value for i, m in enumerate(masked) if vault.get(m.token) != m.value}
+
+
+def restore_as_typed(
+    masked_text: str,
+    spans: Sequence[tuple[int, int, str]],
+    typed: Mapping[int, str],
+    index: TokenIndex,
+) -> str | None:
+    """A user's message exactly as typed, from its masked text and its masked spans.
+
+    `spans` are the message's `(start, end, token)` in the original text's offsets, in order
+    (what `Masked` records); `typed` maps span indexes to their spellings (`spellings()`);
+    every other span is its token's value in `index`. The text between spans is the user's
+    own text, as the masked text holds it. None if the spans do not fit the masked text.
+    """
+    out: list[str] = []
+    pos = 0
+    shift = 0  # masked offset - original offset, after the spans seen so far
+    for i, (start, end, token) in enumerate(spans):
+        at = start + shift
+        if end < start or at < pos or masked_text[at : at + len(token)] != token:
+            return None
+        text = typed.get(i)
+        if text is None:
+            text = index.values.get(token[1:-1]) if TOKEN_RE.fullmatch(token) else None
+            if text is None:
+                return None
+        out.append(masked_text[pos:at])
+        out.append(text)
+        pos = at + len(token)
+        shift += len(token) - (end - start)
+    out.append(masked_text[pos:])
+    return "".join(out)
+
+
+def restore_in_order(
+    text: str, tokens: Sequence[str], typed: Mapping[int, str], index: TokenIndex
+) -> str | None:
+    """A text cut from a user's masked message (its title) restored as the user typed it.
+
+    The k-th token in `text` is the message's k-th masked span (a typed token spelling is a
+    `literal` token of its own, so every exact token in a masked text is one it inserted):
+    it becomes `typed[k]` if given, else its value; the rest restores as usual. None if the
+    tokens of `text` are not `tokens` in order.
+    """
+    out: list[str] = []
+    pos = 0
+    for k, match in enumerate(find_tokens(text)):
+        if k >= len(tokens) or match.group() != tokens[k]:
+            return None
+        out.append(restore(text[pos : match.start()], index))
+        spelled = typed.get(k)
+        out.append(spelled if spelled is not None else restore(match.group(), index))
+        pos = match.end()
+    out.append(restore(text[pos:], index))
+    return "".join(out)
 
 
 _DEFAULT: Pseudonymizer | None = None

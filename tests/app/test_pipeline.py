@@ -25,7 +25,6 @@ from holdback.app.pipeline import (
     RateLimiter,
     Reply,
     make_title,
-    token_kind,
 )
 from holdback.app.views import restore_message
 from holdback.detect import DetectorSet
@@ -381,11 +380,6 @@ def test_make_title() -> None:
     assert "<EMAIL_1" not in title
     assert len(title) <= 61
     assert make_title("x" * 100) == "x" * 60 + "…"
-
-
-def test_token_kind() -> None:
-    assert token_kind("<CREDIT_CARD_12>") == "credit_card"
-    assert token_kind("<EMAIL_1>") == "email"
 
 
 def test_reply_detach_is_idempotent() -> None:

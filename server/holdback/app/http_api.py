@@ -2,7 +2,8 @@
 
 Every conversation belongs to its owner: another user gets 404 for it, exactly as for one that
 does not exist. What the owner reads is restored (tokens back to values); `?view=model` shows
-what the model saw, tokenized. A conversation's title is pseudonymized like any other text.
+what the model saw, tokenized; a user's own message reads back exactly as typed (its sealed
+spellings). A conversation's title is pseudonymized like any other text.
 State-changing requests from a foreign origin are refused (403).
 """
 
@@ -18,7 +19,7 @@ from starlette.routing import Route
 
 from holdback.app.auth import SESSION_COOKIE, cookie_settings, verify_password
 from holdback.app.runtime import Runtime
-from holdback.app.views import conversation_json, model_view, restore_message
+from holdback.app.views import conversation_json, model_view, owner_title, restore_message
 from holdback.store.records import User
 from holdback.vault import Vault
 
@@ -161,8 +162,10 @@ async def get_conversation(request: Request) -> Response:
         body["messages"] = [model_view(m) for m in messages]
         body["view"] = "model"
     else:
-        body = conversation_json(conversation, vault)
-        body["messages"] = [restore_message(m, vault) for m in messages]
+        typed = await runtime.store.load_spellings(conversation.id)
+        title = owner_title(conversation, vault, messages, typed)
+        body = conversation_json(conversation, vault, title=title)
+        body["messages"] = [restore_message(m, vault, typed.get(m.id)) for m in messages]
         body["view"] = "owner"
     body["streaming"] = reply is not None
     if reply is not None:

@@ -12,6 +12,12 @@ This module is the thin async part: timeouts, cancellation and the store live he
 about what a client may see do not. One reply is in flight per conversation; a second message
 for it is refused (`busy`). A reply does not belong to a connection: if the client goes away,
 the reply still completes and is stored. Nothing here logs or raises with an original value.
+
+The vault a reply works with is built from the store's entries, as stored (detector kind,
+normalized form), and grows only by the entries the store hands back. A user's message is
+stored with its own spellings of values the vault spells otherwise (sealed), so it reads back
+exactly as typed. A large message is pseudonymized off the event loop, on a bounded number of
+worker threads, so other users are not stalled while it is analyzed.
 """
 
 from __future__ import annotations
@@ -20,16 +26,17 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from holdback.detect import DetectorSet, TermMatcher
 from holdback.errors import HoldbackError, describe, wire_message
 from holdback.providers.base import ChatMessage, ChatRequest, Provider
-from holdback.pseudonymize import Masked, Pseudonymizer
+from holdback.pseudonymize import Analysis, Masked, Pseudonymizer, restore_in_order, spellings
 from holdback.reply.frames import AssistantStart, Frame, MaskedSpan, MessageAccepted
 from holdback.reply.machine import ReplyMachine
 from holdback.store.records import Message, VaultItem
@@ -38,10 +45,10 @@ from holdback.stream import Guard, GuardMode, ReplyFilter, Restorer, restore
 from holdback.stream.guard import FORBIDDEN
 from holdback.stream.projection import ProjectionMode
 from holdback.stream.restorer import json_escape
-from holdback.tokens import TokenIndex, find_tokens, parse_id, token_id
+from holdback.tokens import TokenIndex, find_tokens
 from holdback.vault import Vault
 
-__all__ = ["ChatError", "ChatService", "Reply", "json_escape", "make_title", "token_kind"]
+__all__ = ["ChatError", "ChatService", "OffLoop", "Reply", "json_escape", "make_title"]
 
 log = logging.getLogger("holdback.pipeline")
 
@@ -127,6 +134,8 @@ class ChatService:
         guard_window: int = 256,
         phone_region: str = "US",
         rate_limit_per_minute: int = 30,
+        offload_chars: int = 1024,
+        offload_workers: int = 2,
     ) -> None:
         self.store = store
         self.provider = provider
@@ -143,6 +152,8 @@ class ChatService:
         self.pseudonymizer = Pseudonymizer(masking, phone_region=phone_region)
         self.limiter = RateLimiter(rate_limit_per_minute)
         self.replies: dict[str, Reply] = {}
+        self.offload_chars = offload_chars
+        self.off_loop = OffLoop(offload_workers)
 
     # -- entry points ----------------------------------------------------------------------
 
@@ -159,25 +170,36 @@ class ChatService:
             raise ConversationBusyError
         if conversation_id is None:
             conversation = await self.store.create_conversation(user_id, "")
-            stored: dict[str, str] = {}
+            vault = Vault()
         else:
             opened = await self.store.open_conversation(conversation_id, user_id)
             if opened is None:
                 raise UnknownConversationError
             conversation, stored = opened
+            vault = Vault(stored)
         if conversation.id in self.replies:
             raise ConversationBusyError
         reply = self.replies[conversation.id] = Reply(conversation.id, sinks=[emit])
         try:
-            vault = Vault(stored)
             masked_text, masked = await self._pseudonymize(conversation.id, text, vault)
             spans = [
                 {"start": m.start, "end": m.end, "kind": m.kind, "token": m.token} for m in masked
             ]
-            title = None if conversation.title else make_title(masked_text)
-            accepted_title = restore(title or conversation.title, vault.index())
-            # One transaction: the user message, its title and audit, the history the model
-            # reads, and the placeholder the reply is written into.
+            # What the user typed where the vault spells a value otherwise: sealed with the
+            # message, so it reads back as typed.
+            typed = spellings(masked, vault)
+            index = vault.index()
+            if conversation.title:
+                accepted_title = restore(conversation.title, index)
+                title = None
+            else:
+                title = make_title(masked_text)
+                tokens = [m.token for m in masked]
+                accepted_title = restore_in_order(title, tokens, typed, index) or restore(
+                    title, index
+                )
+            # One transaction: the user message, its title, audit and spellings, the history
+            # the model reads, and the placeholder the reply is written into.
             turn = await self.store.begin_reply(
                 conversation.id,
                 masked_text,
@@ -185,6 +207,7 @@ class ChatService:
                 title=title,
                 owner_id=user_id,
                 masked=Counter(m.kind for m in masked),
+                spellings=typed,
             )
         except BaseException:
             self.replies.pop(reply.conversation_id, None)
@@ -236,9 +259,9 @@ class ChatService:
         vault_now = await self.store.load_vault(conversation_id)
         for ident in vault_now.reserved:
             vault.reserve(ident)
-        for token, value in vault_now.items():
-            if token not in vault:
-                vault.add(token, token_kind(token), value)
+        for entry in vault_now.entries:
+            if entry.token not in vault:
+                vault.add(entry.token, entry.kind, entry.value, entry.normalized)
         masked, _ = await self._pseudonymize(conversation_id, text, vault)
         return masked
 
@@ -248,7 +271,7 @@ class ChatService:
         self, conversation_id: str, text: str, vault: Vault
     ) -> tuple[str, list[Masked]]:
         while True:
-            analysis = self.pseudonymizer.analyze(text, vault)
+            analysis = await self._analyze(text, vault)
             if analysis.complete:
                 assert analysis.masked_text is not None
                 return analysis.masked_text, analysis.masked
@@ -257,10 +280,17 @@ class ChatService:
             update = await self.store.update_vault(conversation_id, items, reserve=analysis.reserve)
             for ident in update.reserved:
                 vault.reserve(ident)
-            for item, token in zip(analysis.missing, update.tokens, strict=True):
-                vault.add(token, item.kind, item.value, item.normalized)
-            for token, value in update.taken.items():
-                vault.add(token, token_kind(token), value)
+            # The entries as stored: a value another writer stored first keeps its spelling.
+            for token, entry in update.entries.items():
+                if token not in vault:
+                    vault.add(token, entry.kind, entry.value, entry.normalized)
+
+    async def _analyze(self, text: str, vault: Vault) -> Analysis:
+        """One analysis pass; a large text's runs on a worker thread. The vault is not
+        touched by anything else meanwhile: this conversation's next change waits for it."""
+        if len(text) <= self.offload_chars:
+            return self.pseudonymizer.analyze(text, vault)
+        return await self.off_loop.run(lambda: self.pseudonymizer.analyze(text, vault))
 
     def _filter(
         self, index: TokenIndex, vault: Vault, projection: ProjectionMode, json_values: bool
@@ -379,9 +409,57 @@ def reply_index(vault: Vault) -> TokenIndex:
     return TokenIndex({e.token: e.value for e in entries if e.kind != FORBIDDEN})
 
 
-def token_kind(token: str) -> str:
-    """The detector kind a token was made for: `<CREDIT_CARD_1>` -> `credit_card`."""
-    return parse_id(token_id(token))[0].lower()
+T = TypeVar("T")
+
+
+class OffLoop:
+    """CPU-bound work off the event loop, on at most `workers` threads at a time.
+
+    The rule: a caller that is cancelled (its client left, the server stops) does not free
+    the worker, which runs to its end; its slot is released only then, so no number of
+    abandoned requests can start more than `workers` threads. The threads are daemons: the
+    work is pure computation, with nothing to flush, and must not keep a stopping server alive.
+    """
+
+    def __init__(self, workers: int) -> None:
+        if workers < 1:
+            raise ValueError("OffLoop needs at least one worker")
+        self.workers = workers
+        self._slots: asyncio.Semaphore | None = None
+
+    async def run(self, work: Callable[[], T]) -> T:
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.workers)
+        slots = self._slots
+        await slots.acquire()
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[T] = loop.create_future()
+
+        def settle(result: T | None, error: BaseException | None) -> None:
+            slots.release()
+            if done.done():
+                return
+            if error is not None:
+                done.set_exception(error)
+            else:
+                done.set_result(result)  # type: ignore[arg-type]
+
+        def thread() -> None:
+            error: BaseException | None = None
+            result: T | None = None
+            try:
+                result = work()
+            except BaseException as exc:
+                error = exc
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+                loop.call_soon_threadsafe(settle, result, error)
+
+        try:
+            threading.Thread(target=thread, name="holdback-offloop", daemon=True).start()
+        except BaseException:
+            slots.release()
+            raise
+        return await done
 
 
 def make_title(masked_text: str, limit: int = 60) -> str:

@@ -160,7 +160,8 @@ def vault_rotate_key(
         else:
             print(
                 f"re-encrypted {report.vault_entries} vault entries and {report.term_lists} "
-                f"term lists under the new key (fingerprint {new_key.fingerprint})",
+                f"term lists (and {report.message_spellings} messages' own spellings) under "
+                f"the new key (fingerprint {new_key.fingerprint})",
                 file=out,
             )
         _finish(old_key, new_key, data_dir, pending, args.new_key_file, out)

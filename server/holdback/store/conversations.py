@@ -31,6 +31,7 @@ from holdback.store.schema import (
     AuditEventRow,
     ConversationRow,
     MessageRow,
+    MessageSpellingRow,
     UserRow,
     VaultEntryRow,
 )
@@ -162,7 +163,7 @@ async def remove_conversation(session: AsyncSession, conversation_id: str, owner
     if await owned_conversation(session, conversation_id, owner_id) is None:
         return False
     await lock_conversation(session, conversation_id)
-    for table in (AuditEventRow, VaultEntryRow, MessageRow):
+    for table in (AuditEventRow, VaultEntryRow, MessageSpellingRow, MessageRow):
         await session.execute(delete(table).where(table.conversation_id == conversation_id))
     await session.execute(delete(ConversationRow).where(ConversationRow.id == conversation_id))
     return True

@@ -16,7 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from holdback.store.crypto import VaultKey
 from holdback.store.errors import VaultEntryCorruptError, WrongVaultKeyError
-from holdback.store.schema import StoreSetting, TermListRow, VaultEntryRow
+from holdback.store.schema import MessageSpellingRow, StoreSetting, TermListRow, VaultEntryRow
+from holdback.store.spellings import open_sealed
 from holdback.store.term_lists import open_terms
 from holdback.store.vault import open_entry
 
@@ -72,11 +73,22 @@ async def _opens_existing_data(session: AsyncSession, key: VaultKey, where: str)
     term_list = (
         await session.execute(select(TermListRow.name, TermListRow.terms_ciphertext).limit(1))
     ).first()
+    spelled = (
+        await session.execute(
+            select(
+                MessageSpellingRow.conversation_id,
+                MessageSpellingRow.message_id,
+                MessageSpellingRow.spellings_ciphertext,
+            ).limit(1)
+        )
+    ).first()
     try:
         if entry is not None:
             open_entry(key, entry[0], entry[1], bytes(entry[2]))
         if term_list is not None:
             open_terms(key, term_list[0], bytes(term_list[1]))
+        if spelled is not None:
+            open_sealed(key, spelled[0], spelled[1], bytes(spelled[2]))
     except VaultEntryCorruptError:
         raise WrongVaultKeyError(
             f"{where} holds data encrypted with another vault key than the one from "

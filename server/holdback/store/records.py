@@ -2,15 +2,21 @@
 
 The rule: what leaves the store is a snapshot that cannot be mutated into the database by
 accident and carries no session. Text fields hold tokenized text; the only records that
-carry original values are the vault mappings (`StoredVault` from `Store.load_vault` and
-`Store.open_conversation`, `VaultUpdate.taken`), which never persist.
+carry original values are the vault's (`StoredVault` from `Store.load_vault` and
+`Store.open_conversation`, `VaultUpdate.taken` and `.entries`) and a user message's own
+spellings (`Store.load_spellings`), which never persist, and whose `repr` shows no value.
+A vault entry comes out as it went in: its detector kind and normalized form are the ones
+stored with it, never rebuilt from its token.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
+
+from holdback.vault import VaultEntry
 
 MessageStatus = Literal["complete", "incomplete", "blocked"]
 TermPurpose = Literal["sensitive", "forbidden"]
@@ -79,17 +85,23 @@ class VaultItem:
 
 
 class StoredVault(dict[str, str]):
-    """A conversation's vault as stored: token `<KIND_N>` -> original value, and `reserved`.
+    """A conversation's vault as stored: its `entries`, and its `reserved` ids.
 
-    `reserved` holds the ids the conversation's text spelled before any value had them,
-    canonical (`EMAIL_1`); they are never assigned and are not tokens, so they are not keys.
-    `holdback.vault.Vault(stored)` takes both.
+    `entries` are `holdback.vault.VaultEntry` records (token, detector kind, value as first
+    seen, normalized form), ordered by kind label and number; `holdback.vault.Vault(stored)`
+    is built from them and from `reserved`, without re-deriving anything. As a mapping it is
+    token `<KIND_N>` -> value, for reading. `reserved` holds the ids the conversation's text
+    spelled before any value had them, canonical (`EMAIL_1`); they are never assigned and are
+    not tokens, so they are neither keys nor entries.
     """
 
-    __slots__ = ("reserved",)
+    __slots__ = ("entries", "reserved")
 
-    def __init__(self, values: dict[str, str], reserved: frozenset[str] = frozenset()) -> None:
-        super().__init__(values)
+    def __init__(
+        self, entries: Iterable[VaultEntry] = (), reserved: frozenset[str] = frozenset()
+    ) -> None:
+        self.entries: tuple[VaultEntry, ...] = tuple(entries)
+        super().__init__((e.token, e.value) for e in self.entries)
         self.reserved = reserved
 
     def __repr__(self) -> str:  # never show the values
@@ -105,18 +117,32 @@ class VaultUpdate:
       this call or before);
     - `taken`: the ids asked for that already were tokens (another writer gave them to a value
       first), token -> value, unless they are among `tokens`. Such an id cannot be reserved;
-      the caller adds these to its vault, so the spelling is neutralized instead.
+      the caller adds these to its vault, so the spelling is neutralized instead;
+    - `entries`: token -> `VaultEntry` as stored, for every token in `tokens` and `taken`. A
+      value another writer stored first keeps that writer's spelling and kind; the caller's
+      vault must hold these, not the items it sent.
     """
 
     tokens: list[str]
     reserved: frozenset[str]
     taken: dict[str, str]
+    entries: Mapping[str, VaultEntry] = field(default_factory=dict)
 
     def __repr__(self) -> str:  # never show the values
         return (
             f"VaultUpdate(tokens={self.tokens!r}, reserved={sorted(self.reserved)!r}, "
             f"taken={sorted(self.taken)!r})"
         )
+
+
+class Spellings(dict[int, str]):
+    """A user message's own spellings of values the vault spells otherwise: index of the span
+    in the message's `meta["masked"]` -> the text as typed. Sealed in the database."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:  # never show the values
+        return f"Spellings({sorted(self)!r})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,8 @@ The rules:
 - Every method is one transaction, all or nothing; failures surface as `StoreError`s that
   name their cause, never as driver exceptions, and never with a stored value in them.
 - Text that reaches the database is tokenized text; original values go in only through
-  `assign_tokens` and `save_term_list`, which seal them with the vault key.
+  `assign_tokens`/`update_vault`, `save_term_list` and `begin_reply`'s `spellings`, which
+  seal them with the vault key.
 - Every conversation method takes the owner; another user's conversation is "not found".
 - Opening a store migrates the schema to head (unless told not to) and refuses a vault key
   that is not the database's.
@@ -21,6 +22,7 @@ from typing import Literal
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from holdback.store import accounts, conversations, key_check, term_lists, turns, vault
+from holdback.store import spellings as spellings_module
 from holdback.store.crypto import VaultKey
 from holdback.store.database import Database
 from holdback.store.driver_errors import DRIVER_ERRORS
@@ -31,6 +33,7 @@ from holdback.store.records import (
     AuditEvent,
     Conversation,
     Message,
+    Spellings,
     StoredVault,
     TermList,
     Turn,
@@ -280,20 +283,27 @@ class Store:
         title: str | None = None,
         owner_id: str | None = None,
         masked: Mapping[str, int] | None = None,
+        spellings: Mapping[int, str] | None = None,
     ) -> Turn:
         """Add the user's message and the reply's placeholder (status "incomplete").
 
         Also sets the title (if given) and records the "masked" audit event (if `masked` has
         counts), as `rename_conversation` and `record_audit` would. If `owner_id` is given,
         the conversation must be that user's (else `ConversationNotFoundError`).
+        `spellings` (index of a span of `meta["masked"]` -> the text the user typed there)
+        are the message's own spellings of values its vault spells otherwise; they are
+        sealed with the message, and `load_spellings` gives them back.
         """
         conversations.check_message_fields("user", "complete", None, None, meta)
         if title is not None:
             conversations.check_title(title)
         counts = conversations.check_counts(masked or {})
+        typed = spellings_module.check(spellings or {})
+        where = self._db.target.describe()
         return await self._db.write(
             lambda s: turns.begin(s, conversation_id, user_text, meta or {}, title=title,
-                                  owner_id=owner_id, masked=counts),
+                                  owner_id=owner_id, masked=counts, typed=typed, key=self._key,
+                                  where=where),
             what="adding a message",
         )  # fmt: skip
 
@@ -355,9 +365,14 @@ class Store:
         return await self._db.write(work, what="assigning vault tokens")
 
     async def load_vault(self, conversation_id: str) -> StoredVault:
-        """Token `<KIND_N>` -> original value, decrypted, for one conversation, with the
-        conversation's reserved ids as `reserved` (see `StoredVault`)."""
+        """One conversation's vault, decrypted: its entries (token, detector kind, value and
+        normalized form, as stored) and its reserved ids (see `StoredVault`)."""
         return await self._db.read(lambda s: vault.load(s, self._key, conversation_id))
+
+    async def load_spellings(self, conversation_id: str) -> dict[str, Spellings]:
+        """Message id -> its own spellings (see `begin_reply`), decrypted, for the
+        conversation's messages that have any."""
+        return await self._db.read(lambda s: spellings_module.load(s, self._key, conversation_id))
 
     # Term lists and audit.
 

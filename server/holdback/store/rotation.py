@@ -2,11 +2,12 @@
 
 The rule: rotation loses nothing and is never half done. Every vault entry is opened with
 the old key and sealed with the new one, its keyed hash is recomputed under the new key (from
-the normalized form sealed with it), every term list is re-sealed, and the key check is
-replaced, all in one transaction: if anything fails (a corrupt entry, a full disk), the
-database is left exactly as it was, still under the old key. The rotation takes the key
-check's row lock first, so writers that seal with the old key have finished before it reads
-and the ones that come after see the new check and stop (see `key_check`).
+the normalized form sealed with it), every term list and every message's sealed spellings are
+re-sealed, and the key check is replaced, all in one transaction: if anything fails (a
+corrupt entry, a full disk), the database is left exactly as it was, still under the old key.
+The rotation takes the key check's row lock first, so writers that seal with the old key have
+finished before it reads and the ones that come after see the new check and stop (see
+`key_check`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from holdback.store.engine import create_engine, parse_database_url
 from holdback.store.errors import StoreError
 from holdback.store.key_check import KEY_CHECK, stored_check, wrong_key
 from holdback.store.migrate import check_schema
-from holdback.store.schema import StoreSetting, TermListRow, VaultEntryRow
+from holdback.store.schema import MessageSpellingRow, StoreSetting, TermListRow, VaultEntryRow
+from holdback.store.spellings import open_sealed, seal
 from holdback.store.term_lists import open_terms, seal_terms
 from holdback.store.vault import open_entry, seal_entry
 
@@ -35,6 +37,7 @@ class RotationReport:
     vault_entries: int
     term_lists: int
     already_rotated: bool = False
+    message_spellings: int = 0
 
 
 async def rotate_vault_key(
@@ -66,6 +69,7 @@ async def rotate_vault_key(
                 raise wrong_key(old_key, stored, where)
             entries = await _reseal_entries(session, old_key, new_key)
             lists = await _reseal_term_lists(session, old_key, new_key)
+            spelled = await _reseal_spellings(session, old_key, new_key)
             if stored is None:
                 session.add(StoreSetting(name=KEY_CHECK, value=new_key.check))
             else:
@@ -74,7 +78,7 @@ async def rotate_vault_key(
                     .where(StoreSetting.name == KEY_CHECK)
                     .values(value=new_key.check)
                 )
-            return RotationReport(entries, lists)
+            return RotationReport(entries, lists, message_spellings=spelled)
 
         return await db.write(work, what="rotating the vault key")
     finally:
@@ -132,3 +136,38 @@ async def _reseal_term_lists(session: AsyncSession, old: VaultKey, new: VaultKey
             .values(terms_ciphertext=seal_terms(new, name, terms))
         )
     return len(rows)
+
+
+async def _reseal_spellings(session: AsyncSession, old: VaultKey, new: VaultKey) -> int:
+    done = 0
+    after = ""
+    while True:
+        rows = (
+            await session.execute(
+                select(
+                    MessageSpellingRow.message_id,
+                    MessageSpellingRow.conversation_id,
+                    MessageSpellingRow.spellings_ciphertext,
+                )
+                .where(MessageSpellingRow.message_id > after)
+                .order_by(MessageSpellingRow.message_id)
+                .limit(BATCH)
+            )
+        ).all()
+        if not rows:
+            return done
+        changes = [
+            {
+                "message_id": message_id,
+                "spellings_ciphertext": seal(
+                    new,
+                    conversation_id,
+                    message_id,
+                    open_sealed(old, conversation_id, message_id, bytes(blob)),
+                ),
+            }
+            for message_id, conversation_id, blob in rows
+        ]
+        await session.execute(update(MessageSpellingRow), changes)
+        done += len(rows)
+        after = rows[-1][0]

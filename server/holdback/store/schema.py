@@ -1,8 +1,9 @@
 """The ORM mapping of holdback's tables. The schema itself is made only by the migrations.
 
 The rules: stored text is the tokenized text the model saw; an original value exists only as
-vault ciphertext (`vault_entries.value_ciphertext`, `term_lists.terms_ciphertext`) and as a
-keyed hash that cannot be reversed (`vault_entries.value_hash`). Audit rows hold kinds and
+ciphertext (`vault_entries.value_ciphertext`, `term_lists.terms_ciphertext`,
+`message_spellings.spellings_ciphertext`) and as a keyed hash that cannot be reversed
+(`vault_entries.value_hash`). Audit rows hold kinds and
 counts, never values. Everything a conversation owns goes when it goes (`ON DELETE CASCADE`).
 Uniqueness that concurrent writers rely on is enforced by the database, not by the code:
 a message's position in its conversation, a token in its vault, a value's hash per kind.
@@ -154,6 +155,12 @@ class MessageRow(Base):
 class VaultEntryRow(Base):
     """One original value of a conversation: its token, its ciphertext and its keyed hash.
 
+    `kind` is the token's kind label (`CLIENT_NAMES`), which numbers the tokens and keys the
+    hash; `detector_kind` is the kind the value was found as (`client-names`), which the label
+    cannot give back. holdback always writes it (migration 0002 filled it in for older rows);
+    a row written without it is read with the best guess, the label in lower case. The
+    ciphertext seals the value and its normalized form.
+
     A row of kind `reserved` is a reserved id instead (see `store/vault.py`): the token it
     keeps from ever being assigned, sealing the id itself.
     """
@@ -169,9 +176,26 @@ class VaultEntryRow(Base):
     )
     token: Mapped[str] = mapped_column(String(100), primary_key=True)
     kind: Mapped[str] = mapped_column(String(64))
+    detector_kind: Mapped[str | None] = mapped_column(String(200))
     number: Mapped[int] = mapped_column(Integer)
     value_hash: Mapped[bytes] = mapped_column(LargeBinary(32))
     value_ciphertext: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime]
+
+
+class MessageSpellingRow(Base):
+    """A user message's own spellings of values its vault spells otherwise, sealed (AAD: the
+    conversation and the message), so the message reads back exactly as it was typed."""
+
+    __tablename__ = "message_spellings"
+
+    message_id: Mapped[str] = mapped_column(
+        ForeignKey("messages.id", ondelete="CASCADE"), primary_key=True
+    )
+    conversation_id: Mapped[str] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE"), index=True
+    )
+    spellings_ciphertext: Mapped[bytes] = mapped_column(LargeBinary)
     created_at: Mapped[datetime]
 
 

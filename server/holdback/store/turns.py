@@ -15,7 +15,9 @@ allows (`runner.py`). The rules they keep are the single-purpose methods':
   message committed by writers that held the lock before: `seq` is the last one + 1, and the
   unique `(conversation_id, seq)` turns any writer that slipped past into a retried conflict.
   Locks are taken conversation first, message second, as everywhere else.
-- Stored text is tokenized text, as given; audit rows hold kinds and counts only.
+- Stored text is tokenized text, as given; audit rows hold kinds and counts only. A user
+  message's own spellings of its values (`spellings.py`) are sealed in the same transaction,
+  after the key check every sealing write verifies.
 """
 
 from __future__ import annotations
@@ -28,19 +30,26 @@ from typing import cast
 from sqlalchemy import Insert, Table, Update, bindparam, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from holdback.store import conversations
+from holdback.store import conversations, key_check, spellings
 from holdback.store.accounts import new_id
 from holdback.store.crypto import VaultKey
 from holdback.store.errors import ConversationNotFoundError, MessageNotFoundError
-from holdback.store.records import Conversation, Message, StoredVault, Turn
+from holdback.store.records import Conversation, Message, Spellings, StoredVault, Turn
 from holdback.store.runner import Runner, runner
-from holdback.store.schema import AuditEventRow, ConversationRow, MessageRow, VaultEntryRow
+from holdback.store.schema import (
+    AuditEventRow,
+    ConversationRow,
+    MessageRow,
+    MessageSpellingRow,
+    VaultEntryRow,
+)
 from holdback.store.vault import stored_vault
 
 _conversations = cast(Table, ConversationRow.__table__)
 _messages = cast(Table, MessageRow.__table__)
 _vault = cast(Table, VaultEntryRow.__table__)
 _audit = cast(Table, AuditEventRow.__table__)
+_spellings = cast(Table, MessageSpellingRow.__table__)
 
 # The conversation and its vault entries, in `vault.load`'s order, in one statement.
 _OPEN = (
@@ -51,6 +60,7 @@ _OPEN = (
         _conversations.c.updated_at,
         _vault.c.token,
         _vault.c.kind,
+        _vault.c.detector_kind,
         _vault.c.value_ciphertext,
     )
     .select_from(_conversations.outerjoin(_vault, _vault.c.conversation_id == _conversations.c.id))
@@ -82,6 +92,7 @@ def _numbered(rows: Sequence[Mapping[str, object]]) -> dict[str, object]:
 
 _INSERT_TURN = _insert(_messages, 2)  # the user's message and the reply's placeholder
 _INSERT_AUDIT = {rows: _insert(_audit, rows) for rows in (1, 2)}
+_INSERT_SPELLINGS = _insert(_spellings, 1)
 
 
 def _touch(title: bool, owner: bool) -> Update:
@@ -195,8 +206,14 @@ async def begin(
     title: str | None,
     owner_id: str | None,
     masked: dict[str, int],
+    typed: Spellings,
+    key: VaultKey,
+    where: str,
 ) -> Turn:
-    """Add the user message (with title and "masked" audit) and the reply's placeholder."""
+    """Add the user message (with title, "masked" audit and its own spellings `typed`, if
+    any, sealed with `key`) and the reply's placeholder."""
+    if typed:
+        await key_check.verify(session, key, where, lock="share")
     run = await runner(session)
     now = datetime.now(UTC)
     await _lock_and_touch(run, conversation_id, now, title=title, owner_id=owner_id)
@@ -213,6 +230,14 @@ async def begin(
     if masked:
         audit = _audit_rows(conversation_id, user.id, [("masked", masked)], now)
         await run.run(_INSERT_AUDIT[1], _numbered(audit))
+    if typed:
+        row = {
+            "message_id": user.id,
+            "conversation_id": conversation_id,
+            "spellings_ciphertext": spellings.seal(key, conversation_id, user.id, typed),
+            "created_at": now,
+        }
+        await run.run(_INSERT_SPELLINGS, _numbered([row]))
     history.append(user)
     return Turn(user=user, assistant=assistant, history=history)
 

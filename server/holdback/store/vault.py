@@ -11,8 +11,11 @@ The rules:
   Reservations are made first, in the same transaction as the assignment. The row's sealed
   "value" is the id itself (nothing sensitive: the id is in the clear in `token` anyway),
   so key rotation and the key check treat it like any entry; it is never a vault token.
-- An entry is found by the keyed hash of `kind NUL normalized`; values are never compared
+- An entry is found by the keyed hash of `LABEL NUL normalized`; values are never compared
   in the clear and never decrypted to look them up.
+- An entry keeps what the pipeline knew: the detector kind in the clear (`detector_kind`,
+  next to the token's label in `kind`), and the normalized form sealed with the value. Both
+  come back as stored (`VaultEntry`); nothing is re-derived from the token.
 - An entry's plaintext (the value and its normalized form) is sealed with AES-256-GCM and the
   conversation id as associated data, so a ciphertext copied to another conversation fails.
 - Assignment is safe under concurrency: it runs under the conversation's row lock, and the
@@ -41,8 +44,10 @@ from holdback.store.errors import (
 from holdback.store.records import StoredVault, VaultItem, VaultUpdate
 from holdback.store.schema import ConversationRow, VaultEntryRow
 from holdback.tokens import ID_RE, kind_label, make_token, parse_id
+from holdback.vault import VaultEntry
 
 MAX_VALUE_CHARS = 100_000
+MAX_KIND_CHARS = 200  # a detector kind: a term file's name, say
 RESERVED = "reserved"  # the kind of a reservation row; token kind labels are upper case
 # An id beyond these can never be assigned (the token column and the number's integer type
 # cannot hold it), so reserving it needs no row.
@@ -53,6 +58,7 @@ MAX_NUMBER = 2**31 - 1
 @dataclass(frozen=True, slots=True)
 class _Prepared:
     kind: str  # the token's KIND label
+    detector_kind: str
     value: str
     normalized: str
     value_hash: bytes
@@ -86,15 +92,18 @@ def prepare(key: VaultKey, items: Sequence[VaultItem]) -> list[_Prepared]:
             raise InvalidRecordError(
                 f"vault item {index} has a kind that cannot name a token"
             ) from None
+        if len(item.kind) > MAX_KIND_CHARS:
+            raise InvalidRecordError(
+                f"vault item {index} has a kind longer than {MAX_KIND_CHARS} characters"
+            )
         if not item.value or not item.normalized:
             raise InvalidRecordError(f"vault item {index} ({label}) has an empty value")
         if len(item.value) > MAX_VALUE_CHARS or len(item.normalized) > MAX_VALUE_CHARS:
             raise InvalidRecordError(
                 f"vault item {index} ({label}) is longer than {MAX_VALUE_CHARS} characters"
             )
-        prepared.append(
-            _Prepared(label, item.value, item.normalized, key.value_hash(label, item.normalized))
-        )
+        value_hash = key.value_hash(label, item.normalized)
+        prepared.append(_Prepared(label, item.kind, item.value, item.normalized, value_hash))
     return prepared
 
 
@@ -170,6 +179,7 @@ async def assign(
                         conversation_id=conversation_id,
                         token=held,
                         kind=RESERVED,
+                        detector_kind=RESERVED,
                         number=parse_id(ident)[1],
                         value_hash=key.value_hash(RESERVED, ident),
                         value_ciphertext=seal_entry(key, conversation_id, ident, ident),
@@ -177,11 +187,15 @@ async def assign(
                     )
                 )
     tokens: list[str] = []
+    entries: dict[str, VaultEntry] = {}
+    stored_before: list[str] = []  # tokens of items another writer stored first: read them
     for item in items:
         slot = (item.kind, item.value_hash)
         found = known.get(slot)
         if found is not None:
             token = found
+            if token not in entries:
+                stored_before.append(token)
         else:
             number = highest.get(item.kind, 0) + 1
             while make_token(item.kind, number) in reserved:
@@ -194,56 +208,80 @@ async def assign(
                     conversation_id=conversation_id,
                     token=token,
                     kind=item.kind,
+                    detector_kind=item.detector_kind,
                     number=number,
                     value_hash=item.value_hash,
                     value_ciphertext=seal_entry(key, conversation_id, item.value, item.normalized),
                     created_at=now,
                 )
             )
+            entries[token] = VaultEntry(token, item.detector_kind, item.value, item.normalized)
         tokens.append(token)
     await session.flush()
     taken = [token for token in taken if token not in tokens]
+    read = [*dict.fromkeys(stored_before), *taken]
+    if read:
+        entries.update(await _entries_of(session, key, conversation_id, read))
     return VaultUpdate(
         tokens=tokens,
         reserved=frozenset(ident for ident in reserve if f"<{ident}>" in reserved),
-        taken=await _values_of(session, key, conversation_id, taken) if taken else {},
+        taken={token: entries[token].value for token in taken},
+        entries=entries,
     )
 
 
-async def _values_of(
+async def _entries_of(
     session: AsyncSession, key: VaultKey, conversation_id: str, tokens: Sequence[str]
-) -> dict[str, str]:
+) -> dict[str, VaultEntry]:
     rows = (
         await session.execute(
-            select(VaultEntryRow.token, VaultEntryRow.value_ciphertext).where(
+            select(
+                VaultEntryRow.token,
+                VaultEntryRow.kind,
+                VaultEntryRow.detector_kind,
+                VaultEntryRow.value_ciphertext,
+            ).where(
                 VaultEntryRow.conversation_id == conversation_id,
                 VaultEntryRow.token.in_(tokens),
             )
         )
     ).all()
-    return {token: open_entry(key, conversation_id, token, bytes(blob))[0] for token, blob in rows}
+    return {row.token: _entry(key, conversation_id, row) for row in rows}
+
+
+def _entry(key: VaultKey, conversation_id: str, row: Any) -> VaultEntry:
+    value, normalized = open_entry(key, conversation_id, row.token, bytes(row.value_ciphertext))
+    # A row written by hand, without its kind: the label's lower case is the best guess, and
+    # lookups go by label anyway.
+    kind: str = row.detector_kind or row.kind.lower()
+    return VaultEntry(row.token, kind, value, normalized)
 
 
 def stored_vault(key: VaultKey, conversation_id: str, rows: Iterable[Any]) -> StoredVault:
-    """The vault from its rows (with `token`, `kind` and `value_ciphertext`), decrypted.
+    """The vault from its rows (with `token`, `kind`, `detector_kind` and
+    `value_ciphertext`), decrypted, as entries that carry the stored kind and normalized form.
 
     Reservation rows become `reserved` ids; they are not opened.
     """
-    values: dict[str, str] = {}
+    entries: list[VaultEntry] = []
     reserved: set[str] = set()
     for row in rows:
         if row.kind == RESERVED:
             reserved.add(row.token[1:-1])
         else:
-            blob = bytes(row.value_ciphertext)
-            values[row.token] = open_entry(key, conversation_id, row.token, blob)[0]
-    return StoredVault(values, frozenset(reserved))
+            entries.append(_entry(key, conversation_id, row))
+    return StoredVault(entries, frozenset(reserved))
 
 
 async def load(session: AsyncSession, key: VaultKey, conversation_id: str) -> StoredVault:
     rows = (
         await session.execute(
-            select(VaultEntryRow.token, VaultEntryRow.kind, VaultEntryRow.value_ciphertext)
+            select(
+                VaultEntryRow.token,
+                VaultEntryRow.kind,
+                VaultEntryRow.detector_kind,
+                VaultEntryRow.value_ciphertext,
+            )
             .where(VaultEntryRow.conversation_id == conversation_id)
             .order_by(VaultEntryRow.kind, VaultEntryRow.number)
         )

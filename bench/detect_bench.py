@@ -1,4 +1,10 @@
-"""Detection benchmark: pseudonymize throughput, and the cost of large dictionaries."""
+"""Detection benchmark: pseudonymize throughput, and the cost of large dictionaries.
+
+`Pseudonymizer` keeps the findings of the last text it saw, so repeating `pseudonymize` on one
+text measures everything but detection: that is the first figure, kept as it always was for
+comparison. Detection alone, and pseudonymization with detection (a fresh `Pseudonymizer` each
+time), are measured beside it.
+"""
 
 from __future__ import annotations
 
@@ -68,12 +74,16 @@ def run() -> dict[str, float]:
     p_small.pseudonymize(text, Vault())  # warm the validators' caches
     t_small = best_seconds(lambda: p_small.pseudonymize(text, Vault()))
     t_big = best_seconds(lambda: p_big.pseudonymize(text, Vault()))
+    t_detect = best_seconds(lambda: small.detect(text))
+    t_fresh = best_seconds(lambda: Pseudonymizer(small).pseudonymize(text, Vault()))
     matcher_small = TermMatcher("client", terms(100))
     matcher_big = TermMatcher("client", terms(100_000))
     m_small = best_seconds(lambda: matcher_small.candidates(text, 0, len(text), partial=False))
     m_big = best_seconds(lambda: matcher_big.candidates(text, 0, len(text), partial=False))
     return {
         "mb_per_s": len(text.encode()) / t_small / 1e6,
+        "detect_mb_per_s": len(text.encode()) / t_detect / 1e6,
+        "fresh_mb_per_s": len(text.encode()) / t_fresh / 1e6,
         "pseudonymize_ratio": t_big / t_small,
         "matcher_ratio": m_big / m_small,
         "load_100k_s": load,
@@ -86,7 +96,11 @@ def report(r: dict[str, float]) -> str:
             "### Detection and pseudonymization (200 kB of chat text, ~0.5 % PII)",
             "",
             f"- pseudonymize throughput, all detectors + 100-term dictionary: "
-            f"**{r['mb_per_s']:.2f} MB/s**",
+            f"**{r['mb_per_s']:.2f} MB/s** (detection cached, as measured before)",
+            f"- detection alone, all detectors + 100-term dictionary: "
+            f"**{r['detect_mb_per_s']:.2f} MB/s**",
+            f"- pseudonymize throughput with detection (a fresh pseudonymizer each time): "
+            f"**{r['fresh_mb_per_s']:.2f} MB/s**",
             f"- pseudonymize cost, 100,000 vs 100 dictionary terms: "
             f"**{r['pseudonymize_ratio']:.2f}×** (target ≤ 1.3)",
             f"- dictionary matching alone, 100,000 vs 100 terms: **{r['matcher_ratio']:.2f}×**",

@@ -1,5 +1,8 @@
 """`make bench`: the core's micro-benchmarks, measured side by side in one run.
 
+Restorer, detection and pseudonymization (including the cost per KiB of adversarial text, 1 KiB
+to 64 KiB), and the guard.
+
 Each section prints a markdown table and the ratios the issues set targets for. The whole
 report is also written to bench/results/latest.md.
 """
@@ -14,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import detect_bench
 import guard_bench
+import pseudonymize_bench
 import restorer_bench
 
 
@@ -23,6 +27,7 @@ def main() -> int:
         "command: `make bench`\n",
         restorer_bench.report(restorer_bench.run()),
         detect_bench.report(detect_bench.run()),
+        pseudonymize_bench.report(pseudonymize_bench.run()),
         guard_bench.report(guard_bench.run()),
     ]
     text = "\n\n".join(sections)

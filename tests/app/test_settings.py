@@ -16,7 +16,8 @@ from holdback.app.commands import settings_from
 from holdback.app.settings import Settings, is_loopback, resolve
 from holdback.cli import build_parser
 from holdback.errors import ConfigurationError
-from tests.app.support import run_cli
+from holdback.providers.demo import DemoProvider
+from tests.app.support import make_settings, run_cli, running_app
 
 # One usable, non-default value per flag: (flag value(s), environment value, attribute, expected).
 SAMPLES: dict[str, tuple[list[str], str, str, object]] = {
@@ -193,3 +194,64 @@ def test_serve_refuses_bad_settings_with_one_line(clean_env: pytest.MonkeyPatch)
 )
 def test_is_loopback(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
+
+
+# -- phone regions and the entropy detector (issue 14) -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("env", "regions"),
+    [
+        ({}, ("US",)),
+        ({"HOLDBACK_PHONE_REGIONS": "GB"}, ("GB",)),
+        ({"HOLDBACK_PHONE_REGIONS": "gb, de ,US"}, ("GB", "DE", "US")),
+        ({"HOLDBACK_PHONE_REGIONS": "DE,de,GB"}, ("DE", "GB")),
+        ({"HOLDBACK_PHONE_REGION": "fr"}, ("FR",)),  # the alias
+        ({"HOLDBACK_PHONE_REGION": "fr,be"}, ("FR", "BE")),
+        ({"HOLDBACK_PHONE_REGIONS": "GB,US", "HOLDBACK_PHONE_REGION": "DE"}, ("GB", "US")),
+        ({"HOLDBACK_PHONE_REGIONS": "  ", "HOLDBACK_PHONE_REGION": "DE"}, ("DE",)),
+    ],
+)
+def test_phone_regions(env: dict[str, str], regions: tuple[str, ...]) -> None:
+    settings = resolve(env=env)
+    assert settings.phone_regions == regions
+    assert settings.phone_region == regions[0]  # the default region is the first listed
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"HOLDBACK_PHONE_REGIONS": "US,XX"}, "HOLDBACK_PHONE_REGIONS"),
+        ({"HOLDBACK_PHONE_REGIONS": "USA"}, "HOLDBACK_PHONE_REGIONS"),
+        ({"HOLDBACK_PHONE_REGION": "EU"}, "HOLDBACK_PHONE_REGION"),
+        ({"HOLDBACK_ENTROPY_SECRETS": "maybe"}, "HOLDBACK_ENTROPY_SECRETS"),
+    ],
+)
+def test_unusable_regions_and_flags_are_refused_by_name(env: dict[str, str], named: str) -> None:
+    with pytest.raises(ConfigurationError, match=named):
+        resolve(env=env)
+
+
+@pytest.mark.parametrize(
+    ("value", "on"),
+    [("", False), ("0", False), ("false", False), ("off", False), ("1", True), ("true", True),
+     ("YES", True), (" on ", True)],
+)  # fmt: skip
+def test_entropy_secrets_flag(value: str, on: bool) -> None:
+    assert resolve(env={"HOLDBACK_ENTROPY_SECRETS": value}).entropy_secrets is on
+    assert resolve(env={}).entropy_secrets is False
+
+
+def test_the_runtime_detects_what_the_settings_ask(tmp_path: Path) -> None:
+    """application.py builds the detectors from the settings: every listed region, and the
+    entropy detector only when it is asked for."""
+    london, key = "020 7946 0958", "q7Xc2LmZ9vTb4NwR8sKd1YfH6jPg3AeUx"
+    env = {"HOLDBACK_PHONE_REGIONS": "US,GB", "HOLDBACK_ENTROPY_SECRETS": "1"}
+    with running_app(make_settings(tmp_path, env), DemoProvider(chunk_delay=0)) as client:
+        runtime = client.app.state.runtime  # type: ignore[attr-defined]
+        assert runtime.settings.phone_region == "US"
+        found = [(f.kind, f.value) for f in runtime.detectors.detect(f"call {london}, key {key}")]
+        assert found == [("phone", london), ("secret", key)]
+    with running_app(make_settings(tmp_path / "plain"), DemoProvider(chunk_delay=0)) as client:
+        runtime = client.app.state.runtime  # type: ignore[attr-defined]
+        assert runtime.detectors.detect(f"call {london}, key {key}") == []

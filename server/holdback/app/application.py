@@ -73,7 +73,12 @@ async def build_runtime(settings: Settings, provider: Provider | None = None) ->
                 dictionaries.setdefault(term_list.kind, []).extend(term_list.terms)
             else:
                 forbidden_terms.extend(term_list.terms)
-        detectors = DetectorSet.from_config(dictionaries, phone_region=settings.phone_region)
+        detectors = DetectorSet.from_config(
+            dictionaries,
+            phone_region=settings.phone_region,
+            phone_regions=settings.phone_regions,
+            entropy_secrets=settings.entropy_secrets,
+        )
         forbidden = forbidden_matcher(forbidden_terms) if forbidden_terms else None
         http: httpx.AsyncClient | None = None
         if provider is None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from holdback.detect.validators import phone_region_known
 from holdback.errors import ConfigurationError
 from holdback.stream.guard import DEFAULT_WINDOW, GuardMode
 
@@ -31,7 +32,9 @@ class Settings:
     forbidden_terms: tuple[Path, ...] = ()
     guard_mode: GuardMode = "redact"
     guard_window: int = DEFAULT_WINDOW
-    phone_region: str = "US"
+    phone_region: str = "US"  # the default region: how a national number is read first
+    phone_regions: tuple[str, ...] = ("US",)  # every region whose numbers are detected
+    entropy_secrets: bool = False  # also detect long random-looking strings as secrets
     allowed_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
     max_frame_bytes: int = 64 * 1024
@@ -74,6 +77,34 @@ def _int(value: str, name: str, low: int, high: int) -> int:
     if not low <= number <= high:
         raise ConfigurationError(f"{name} must be between {low} and {high}, not {number}")
     return number
+
+
+def _phone_regions(env: Mapping[str, str]) -> tuple[str, ...]:
+    """`HOLDBACK_PHONE_REGIONS` (or its alias `HOLDBACK_PHONE_REGION`): region codes separated
+    by commas, the first the default. Each must be a region phonenumbers knows."""
+    name = "HOLDBACK_PHONE_REGIONS"
+    value = env.get(name, "").strip()
+    if not value:
+        name = "HOLDBACK_PHONE_REGION"
+        value = env.get(name, "").strip()
+    regions: list[str] = []
+    for code in _split(value.upper()) or ("US",):
+        if not phone_region_known(code):
+            raise ConfigurationError(
+                f"{name} must list region codes such as US, GB or DE; {code!r} is not one"
+            )
+        if code not in regions:
+            regions.append(code)
+    return tuple(regions)
+
+
+def _flag(value: str, name: str) -> bool:
+    word = value.strip().lower()
+    if word in ("1", "true", "yes", "on"):
+        return True
+    if word in ("", "0", "false", "no", "off"):
+        return False
+    raise ConfigurationError(f"{name} must be 1 or 0 (true or false), not {value!r}")
 
 
 def _float(value: str, name: str) -> float:
@@ -136,6 +167,7 @@ def resolve(
         else _split_paths(env.get("HOLDBACK_FORBIDDEN_TERMS", ""))
     )
     data = pick(data_dir, "HOLDBACK_DATA_DIR")
+    phone_regions = _phone_regions(env)
     return Settings(
         host=host_value,
         port=port_value,
@@ -152,7 +184,9 @@ def resolve(
             16,
             65536,
         ),
-        phone_region=env.get("HOLDBACK_PHONE_REGION", "US").strip().upper() or "US",
+        phone_region=phone_regions[0],
+        phone_regions=phone_regions,
+        entropy_secrets=_flag(env.get("HOLDBACK_ENTROPY_SECRETS", ""), "HOLDBACK_ENTROPY_SECRETS"),
         allowed_origins=tuple(
             o.rstrip("/") for o in _split(env.get("HOLDBACK_ALLOWED_ORIGINS", ""))
         ),

@@ -11,6 +11,7 @@ decided either: `hold` moves back to its start, so every overlap cluster is deci
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -43,9 +44,19 @@ class DetectorSet:
         cls,
         dictionaries: Mapping[str, Iterable[str]] | None = None,
         *,
-        phone_region: str = "US",
+        phone_region: str | None = None,
+        phone_regions: Sequence[str] = (),
+        entropy_secrets: bool = False,
     ) -> DetectorSet:
-        detectors: list[Detector] = list(builtin_detectors(phone_region))
+        """The built-in detectors and one term list per kind. Phone numbers are read in
+        `phone_region`, the default (else the first of `phone_regions`, else the US), and in
+        every region of `phone_regions`; `entropy_secrets` adds the detector of long
+        random-looking strings."""
+        regions = list(phone_regions)
+        default = phone_region or (regions[0] if regions else "US")
+        detectors: list[Detector] = list(
+            builtin_detectors(default, phone_regions=regions, entropy_secrets=entropy_secrets)
+        )
         for kind, terms in (dictionaries or {}).items():
             detectors.append(TermMatcher(kind, terms))
         return cls(detectors)
@@ -85,11 +96,18 @@ class DetectorSet:
     def resolve(self, findings: Iterable[Finding]) -> list[Finding]:
         """One finding per overlap: the longest, then the most specific, then the first."""
         ordered = sorted(findings, key=lambda f: (-(f.end - f.start), self.rank(f.kind), f.start))
+        # The chosen findings never overlap, so by start they are also by end: a finding
+        # overlaps one of them only if it overlaps the last that starts before it ends. A
+        # bisection per finding keeps a text of many findings O(n log n).
+        starts: list[int] = []
         chosen: list[Finding] = []
         for f in ordered:
-            if all(f.end <= c.start or c.end <= f.start for c in chosen):
-                chosen.append(f)
-        return sorted(chosen, key=lambda f: f.start)
+            i = bisect.bisect_left(starts, f.end)
+            if i and chosen[i - 1].end > f.start:
+                continue
+            starts.insert(i, f.start)
+            chosen.insert(i, f)
+        return chosen
 
 
 def settle(found: list[Finding], hold: int) -> tuple[list[Finding], int]:

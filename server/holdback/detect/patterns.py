@@ -2,18 +2,36 @@
 
 Each is a `RegexDetector` (`holdback.detect.regex_detector`): a pattern that proposes maximal
 runs, and a validator that decides. Secrets and token spellings are in `holdback.detect.secrets`.
+
+The rule they keep: a value is found however it is dressed (next to punctuation, markdown
+markers, a letter of another script, a label such as `Tel.`, `No.` or `#`), and the validator
+alone decides whether it is one, in time linear in the text: no candidate is longer than a value
+of its kind can be, and every look-behind is one character.
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 
 import regex
 
 from holdback.detect import validators as v
-from holdback.detect.regex_detector import Check, RegexDetector, glued, longest_group_prefix, whole
-from holdback.detect.secrets import JWT, PRIVATE_KEY, SECRET_KEYS, URL_PASSWORD
+from holdback.detect.regex_detector import (
+    Check,
+    RegexDetector,
+    after_number,
+    glued,
+    whole,
+)
+from holdback.detect.secrets import (
+    JWT,
+    PRIVATE_KEY,
+    SECRET_KEYS,
+    URL_PASSWORD,
+    entropy_detector,
+)
 
 # -- email ---------------------------------------------------------------------------------
 
@@ -41,54 +59,205 @@ _FILE_EXTENSIONS = frozenset(
 )
 
 
-def _email_ok(text: str) -> bool:
-    local, _, domain = text.rpartition("@")
-    if len(text) > 254 or len(local) > 64 or ".." in local or local.endswith("."):
-        return False
-    return domain.rsplit(".", 1)[-1].lower() not in _FILE_EXTENSIONS
-
-
 # `scheme://user:password@host`: what follows the colon is a password, not an email's local part.
 _USERINFO = regex.compile(r"://[^\s:/@]{1,64}:\Z")
-_email_valid = functools.lru_cache(maxsize=4096)(_email_ok)
 
 
-def _email_check(m: regex.Match[str]) -> tuple[int, int] | None:
-    before = m.string[max(0, m.start() - 70) : m.start()]
-    if _USERINFO.search(before) or not _email_valid(m.group()):
+# Local parts and domain labels are written in one kind of script: one that separates words
+# with spaces (Latin and its accented letters, `ännä@bücher.example`; Cyrillic, `иван@пример.рф`;
+# Greek, Arabic, ...), or one that does not (Chinese, Japanese, Korean, Thai, ...). Text in the
+# second kind runs straight into an address, so a change between the two marks where an
+# address begins or ends: `邮箱ann@example.org` is `ann@example.org`, and so is
+# `ann@example.org请回复`. (Cyrillic and Greek look-alikes that normalization folds to Latin
+# letters stay in their kind.)
+_SPACELESS_SCRIPTS = (
+    r"\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}"
+    r"\p{Bopomofo}\p{Yi}\p{Tibetan}"
+)
+_WORDY = rf"[^\P{{L}}{_SPACELESS_SCRIPTS}0-9]|[0-9]"  # a letter or digit of the first kind
+_SPACELESS = rf"[{_SPACELESS_SCRIPTS}]"  # a letter of the second kind
+_PUNCT = r"._%+\-"
+_LOCAL_WORDY = rf"(?:{_WORDY}|[\p{{M}}{_PUNCT}_])"
+_LOCAL_SPACELESS = rf"(?:{_SPACELESS}|[0-9\p{{M}}{_PUNCT}_])"
+_LABEL_WORDY = rf"(?:{_WORDY})(?:(?:{_WORDY}|[\p{{M}}\-])*(?:{_WORDY}|\p{{M}}))?"
+_LABEL_SPACELESS = (
+    rf"{_SPACELESS}(?:(?:{_SPACELESS}|[0-9\p{{M}}\-])*(?:{_SPACELESS}|[0-9\p{{M}}]))?"
+)
+# After the top-level domain: anything but a letter or digit of its kind (which would make it
+# longer than any) or `@`. A dash may follow (`ann@example.org-----BEGIN`, an address glued to
+# the next value): a longer domain that takes it in is tried first.
+_WORDY_END = rf"(?!{_WORDY}|[\p{{M}}@])"
+_TLD = (
+    rf"(?:[Xx][Nn]--[A-Za-z0-9\-]{{0,58}}[A-Za-z0-9]{_WORDY_END}"  # punycode: `xn--p1ai`
+    # letters, and digits where normalization folded a letter into one (Cyrillic `б` is `6`)
+    rf"|(?=[0-9]*+[^\P{{L}}{_SPACELESS_SCRIPTS}])(?:{_WORDY}){{2,24}}{_WORDY_END}"
+    rf"|{_SPACELESS}{{2,24}}(?!{_SPACELESS}|[\p{{M}}@]))"
+)
+# A start: a letter or digit not after one of its kind (nor after a combining mark or `@`).
+# Punctuation before a start sets it apart (`-ann@…`, `+ann@…`, `_ann@…_`: a dash, a list
+# marker, a markdown marker), and inside a local part it begins a shorter one (`last@…` in
+# `first.last@…`), which the check considers when the longer one is no address.
+_EMAIL_START_WORDY = rf"(?<!{_WORDY}|[\p{{M}}@])(?:{_WORDY})"
+_EMAIL_START_SPACELESS = rf"(?<!{_SPACELESS}|[0-9\p{{M}}@]){_SPACELESS}"
+_EMAIL_STARTS = regex.compile(rf"{_EMAIL_START_WORDY}|{_EMAIL_START_SPACELESS}")
+_LOCAL_CHAR = regex.compile(rf"{_LOCAL_WORDY}|{_LOCAL_SPACELESS}")
+_LOCAL_RUN = regex.compile(rf"(?r)(?:{_LOCAL_WORDY}|{_LOCAL_SPACELESS})*")
+
+
+def _email_check(m: regex.Match[str]) -> list[tuple[int, int]] | None:
+    """The addresses that end where the match does: one for each start in its local part (the
+    match's own, and each after a dot, dash, plus or percent sign) whose local part is one an
+    address can have, at most 64 characters with no `..` (`.first..last@x.org` holds
+    `last@x.org`). The overlaps are resolved with the other findings, so every start answers
+    for itself, as the pattern matched at every start would. A local part that follows
+    `scheme://user:` is a password, whatever start it is read from."""
+    text = m.string
+    run = _LOCAL_RUN.search(text, max(0, m.start() - 70), m.start())
+    run_start = run.start() if run is not None else m.start()
+    if _USERINFO.search(text, max(0, run_start - 70), run_start):
         return None
-    return m.span()
+    at = text.index("@", m.start(), m.end())
+    domain = text[at + 1 : m.end()]
+    if text[at - 1] == "." or domain.rsplit(".", 1)[-1].lower() in _FILE_EXTENSIONS:
+        return None
+    spans: list[tuple[int, int]] = []
+    start = m.start()
+    while start < at:
+        if at - start <= 64 and m.end() - start <= 254 and ".." not in text[start:at]:
+            spans.append((start, m.end()))
+        start += 1
+        while start < at and not (
+            text[start - 1] in "._%+-" and _EMAIL_STARTS.match(text, start) is not None
+        ):
+            start += 1
+    return spans or None
 
 
-EMAIL = RegexDetector(
+class _AddressDetector(RegexDetector):
+    """The email detector, matched from each `@` rather than at every word: a match's local
+    part runs to its `@`, so the starts worth trying are in the runs of local-part characters
+    of each kind that end at an `@`, and only the first start of each: the check answers for
+    the later ones itself. The same findings as the pattern's own search at every start, at a
+    fraction of the cost on prose, which has few `@` and many words; and one attempt per `@`."""
+
+    __slots__ = ("_runs_before",)
+
+    def __init__(self, *args: object, runs_before: list[regex.Pattern[str]], **kwargs: object):
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._runs_before = runs_before
+
+    def matches(self, text: str, first: int, endpos: int) -> Iterator[regex.Match[str]]:
+        match, starts = self.pattern.match, self.starts.search
+        at = text.find("@", first + 1, endpos)
+        while at != -1:
+            if _LOCAL_CHAR.match(text, at - 1) is None:  # no local part ends here (`@@`, ` @`)
+                at = text.find("@", at + 1, endpos)
+                continue
+            begins = set()
+            for run in self._runs_before:
+                found = run.search(text, first, at)
+                if found is not None and found.start() < at:
+                    start = starts(text, found.start(), at)
+                    if start is not None:
+                        begins.add(start.start())
+            for begin in sorted(begins):
+                m = match(text, begin, endpos)
+                if m is not None:
+                    yield m
+            at = text.find("@", at + 1, endpos)
+
+
+EMAIL = _AddressDetector(
     "email",
     regex.compile(
-        r"[A-Za-z0-9](?<![A-Za-z0-9._%+\-@](?s:.))[A-Za-z0-9._%+\-]*@"
-        r"[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?)*"
-        r"\.[A-Za-z]{2,24}(?![A-Za-z0-9\-@])"
+        rf"(?:{_EMAIL_START_WORDY}{_LOCAL_WORDY}*+|{_EMAIL_START_SPACELESS}{_LOCAL_SPACELESS}*+)@"
+        # labels, each followed by a dot and more of the domain; then the top-level domain.
+        # (Possessive: backtracking over a long run of labels is quadratic in `regex`.)
+        rf"(?:(?>{_LABEL_WORDY}|{_LABEL_SPACELESS})\.(?={_WORDY}|{_SPACELESS}))++{_TLD}"
     ),
     _email_check,
-    alphabet=r"[A-Za-z0-9._%+\-@]",
-    starts=r"(?<![A-Za-z0-9._%+\-@])[A-Za-z0-9]",
+    alphabet=r"[\p{L}\p{M}0-9._%+\-@]",
+    starts=rf"{_EMAIL_START_WORDY}|{_EMAIL_START_SPACELESS}",
     needs="@",
     word="[A-Za-z0-9]",
+    runs_before=[
+        regex.compile(rf"(?r){_LOCAL_WORDY}*"),
+        regex.compile(rf"(?r){_LOCAL_SPACELESS}*"),
+    ],
 )
 
 # -- numbers ---------------------------------------------------------------------------------
 
+_SEP = v.NUMBER_SEPARATOR
+_CARD_BEFORE = r"0-9,"  # a card number never continues a number
+
+
+def _card_begins(text: str, start: int) -> bool:
+    """Where a card number may begin in a run: not inside a number, nor right after one and
+    a dot, dash or slash (`1.4111…`, `2024-4111…`); after a space, a label, a list dash."""
+    if start and text[start - 1] in "0123456789,":
+        return False
+    return not after_number(text, start)
+
+
+_DIGIT_GROUP = regex.compile(r"[0-9]+")
+_card_ok = functools.lru_cache(maxsize=4096)(v.credit_card_ok)
+
+
+def _cards(m: regex.Match[str]) -> list[tuple[int, int]] | None:
+    """Every card number in a run of digit groups: from each group that may begin one, the
+    longest stretch of whole groups that is a card number (13 to 19 digits, unbroken or in
+    groups of 2 to 6, Luhn, an issuer's prefix). A last group glued to the word after it
+    belongs to that word. Each start looks at the few stretches of 13 to 19 digits, each
+    checked by Luhn in constant time, so a run of n groups costs O(n)."""
+    if m.end() - m.start() < 13:
+        return None
+    text = m.string
+    groups = [g.span() for g in _DIGIT_GROUP.finditer(text, m.start(), m.end())]
+    if glued(m):
+        groups.pop()
+    offsets = [0]
+    for a, b in groups:
+        offsets.append(offsets[-1] + b - a)
+    if offsets[-1] < 13:
+        return None
+    luhn = v.LuhnSums("".join(text[a:b] for a, b in groups))
+    count = len(groups)
+    # grouped[k]: the first group from k on that no grouped card number has (not 2-6 digits)
+    grouped = [count] * (count + 1)
+    for k in range(count - 1, -1, -1):
+        grouped[k] = k if not 2 <= offsets[k + 1] - offsets[k] <= 6 else grouped[k + 1]
+    found: list[tuple[int, int]] = []
+    for i, (start, _) in enumerate(groups):
+        base = offsets[i]
+        if offsets[-1] - base < 13 or not _card_begins(text, start):
+            continue
+        # stretches of groups i..j-1 with 13 to 19 digits, longest first
+        lo = bisect.bisect_left(offsets, base + 13, i + 1)
+        hi = bisect.bisect_right(offsets, base + 19, lo) - 1
+        for j in range(hi, lo - 1, -1):
+            if j > i + 1 and grouped[i] < j:
+                continue  # a group on the way is no card group
+            if luhn.ok(base, offsets[j]) and _card_ok(text[start : groups[j - 1][1]]):
+                found.append((start, groups[j - 1][1]))
+                break
+    return found or None
+
+
 CREDIT_CARD = RegexDetector(
     "credit_card",
-    regex.compile(r"[0-9](?<![0-9_\-.,/](?s:.))[0-9]*+(?:[ \-./] ?[0-9]++)*+"),
-    longest_group_prefix(v.credit_card_ok, " -./"),
-    alphabet=r"[0-9 \-./]",
-    starts=r"(?<![0-9_\-.,/])[0-9]",
+    regex.compile(rf"[0-9](?<![{_CARD_BEFORE}](?s:.))[0-9]*+(?:{_SEP}[0-9]++)*+"),
+    _cards,
+    alphabet=r"[0-9 \-./\u2013]",
+    starts=rf"(?<![{_CARD_BEFORE}])[0-9]",
     gate="[0-9]",
+    runs=True,
 )
 
 
 def _iban_check(m: regex.Match[str]) -> tuple[int, int] | None:
     text = m.group()
-    length = v.IBAN_LENGTHS.get(text[:2])
+    length = v.IBAN_LENGTHS.get(text[:2].upper())
     if length is None:
         return None
     seen = 0
@@ -105,105 +274,314 @@ def _iban_check(m: regex.Match[str]) -> tuple[int, int] | None:
 
 _iban_ok = functools.lru_cache(maxsize=4096)(v.iban_ok)
 
+# Printed in upper or lower case (`gb82 west 1234 5698 7654 32`): the check digits decide. The
+# country code is one of the registry's, in one case, so a word is no start of one (`the`, `my`).
+_COUNTRIES = "|".join(sorted(v.IBAN_LENGTHS))
+_COUNTRY = f"(?:{_COUNTRIES}|{_COUNTRIES.lower()})"
+
 IBAN = RegexDetector(
     "iban",
-    regex.compile(r"[A-Z](?<![\w](?s:.))[A-Z][0-9]{2}(?: ?[A-Z0-9]){8,32}(?![A-Za-z0-9])"),
+    regex.compile(rf"(?<![A-Za-z0-9]){_COUNTRY}[0-9]{{2}}(?: ?[A-Za-z0-9]){{8,32}}(?![A-Za-z0-9])"),
     _iban_check,
-    alphabet=r"[A-Z0-9 ]",
-    starts=r"(?<![\w])[A-Z]",
+    alphabet=r"[A-Za-z0-9 ]",
+    starts=r"(?<![A-Za-z0-9])[A-Za-z]",
     needs="[0-9]",
+    hint=rf"(?<![A-Za-z0-9])(?={_COUNTRY}[0-9]{{2}})",
 )
+
+_SSN_BEFORE = r"0-9A-Za-z"
+
+
+def _ssn_check(m: regex.Match[str]) -> tuple[int, int] | None:
+    if after_number(m.string, m.start()) or not _ssn_ok(m.group()):
+        return None
+    return m.span()
+
+
+_ssn_ok = functools.lru_cache(maxsize=4096)(v.us_ssn_ok)
 
 US_SSN = RegexDetector(
     "us_ssn",
     regex.compile(
-        r"[0-9](?<![0-9A-Za-z_\-.](?s:.))[0-9]{2}(?P<ssn_sep>[\- ])[0-9]{2}(?P=ssn_sep)[0-9]{4}"
-        r"(?![0-9A-Za-z_\-])"
+        rf"[0-9](?<![{_SSN_BEFORE}](?s:.))[0-9]{{2}}{_SEP}[0-9]{{2}}{_SEP}[0-9]{{4}}"
+        r"(?![0-9A-Za-z\-\u2013])"
     ),
-    whole(v.us_ssn_ok),
-    alphabet=r"[0-9 \-]",
-    starts=r"(?<![0-9A-Za-z_\-.])[0-9]",
+    _ssn_check,
+    alphabet=r"[0-9 \-./\u2013]",
+    starts=rf"(?<![{_SSN_BEFORE}])[0-9]",
     gate="[0-9]",
 )
 
+# -- phone numbers -------------------------------------------------------------------------
+#
+# A run of digit groups may hold several numbers, or none: `415-555-2671 415-555-2672` is two,
+# `3659 086030 6428` (an order number) is none, though its first two groups would pass for a
+# US number. The run is split left to right, each candidate at most `_PHONE_GROUPS` groups and
+# `_RUN_DIGITS` digits long (no phone number, card number or SSN is longer), so a run of n
+# groups costs O(n) validations whatever it holds.
 
-def _phone_ok(region: str) -> Callable[[str], bool]:
+_PSEP = r"[ .\-\u2013]"
+_PHONE_GROUPS = 7
+_RUN_GROUPS = 10  # card numbers have up to 10 groups (19 digits in groups of 2)
+_RUN_DIGITS = 19
+_PHONE_DIGITS = 18  # 15 digits, after an `011` international prefix
+_FORMATTING = frozenset("+()-.\u2013")
+# Two spaces, or a dot and a space (`1. 415.555.2671`, a list), end one number and may begin
+# another; a dash and a space do not (a number broken across lines after a dash reads so).
+_BREAKS = frozenset(["  ", ". "])
+_TOKEN = regex.compile(r"\+[0-9]+|\([0-9]+\)|[0-9]+")
+
+_PHONE_BEFORE_PLUS = r"0-9A-Za-z+@"
+_PHONE_BEFORE_PAREN = r"0-9A-Za-z(@"
+_PHONE_BEFORE_DIGIT = r"0-9A-Za-z+\-\u2013/@"
+# Each start consumes its first character before its look-behind (`x(?<![…](?s:.))`, the
+# look-behind of one character before `x`): `regex` then scans for that character quickly.
+PHONE_PATTERN = (
+    rf"(?:\+(?<![{_PHONE_BEFORE_PLUS}](?s:.))[0-9]{{1,3}}{_PSEP}?(?:\([0-9]{{1,5}}\){_PSEP}?)?"
+    rf"[0-9]"
+    rf"|\((?<![{_PHONE_BEFORE_PAREN}](?s:.))[0-9]{{1,5}}\){_PSEP}?[0-9]"
+    rf"|[0-9](?<![{_PHONE_BEFORE_DIGIT}](?s:.)))"
+    # the groups; then, after a slash, the last digits of more numbers (`… 5678 / 5679`)
+    rf"[0-9]*+(?:{_PSEP} ?[0-9]++)*+(?: ?/ ?[0-9]++(?!{_PSEP}?[0-9]))*+"
+)
+PHONE_STARTS = (
+    rf"\+(?<![{_PHONE_BEFORE_PLUS}](?s:.))|\((?<![{_PHONE_BEFORE_PAREN}](?s:.))"
+    rf"|[0-9](?<![{_PHONE_BEFORE_DIGIT}](?s:.))"
+)
+
+
+def _phone_ok(regions: tuple[str, ...]) -> Callable[[str], bool]:
     def ok(text: str) -> bool:
-        digits = v.digits_of(text)
-        if not 7 <= len(digits) <= 15:
-            return False
         # A bare run of digits is an order number, not a phone number: require formatting.
-        if not (text.startswith("+") or any(c in text for c in " ().-")):
+        if not (text.startswith("+") or any(c in text for c in " ().-\u2013")):
             return False
-        return v.phone_ok(text, region)
+        return v.phone_number_ok(text, regions)
 
     return ok
 
 
-def _self_delimited(number: str) -> bool:
-    """Formatting (`+`, brackets, dashes, dots) marks where a number ends; bare spaces do not."""
-    return any(c in number for c in "+()-.")
+def _other_value(text: str, digits: int) -> bool:
+    """A card number or an SSN: a value beside a phone number that is not ours to report."""
+    if digits == 9:
+        return v.us_ssn_ok(text)
+    return 13 <= digits <= 19 and v.credit_card_ok(text)
+
+
+class _Run:
+    """One run of digit groups, split into phone numbers (see `_phones`)."""
+
+    __slots__ = ("digits", "ends", "next_same", "ok", "ones", "other", "seps", "starts", "text")
+
+    def __init__(self, text: str, spans: list[tuple[int, int]], ok: Callable[[str], bool]):
+        self.text = text
+        self.ok = ok
+        self.starts = [s for s, _ in spans]
+        self.ends = [e for _, e in spans]
+        # seps[k]: what comes between group k-1 and group k ("" before the first)
+        self.seps = [""] + [text[spans[k - 1][1] : spans[k][0]] for k in range(1, len(spans))]
+        self.digits = [0]
+        self.ones = [0]
+        for s, e in spans:
+            n = e - s - (text[s] in "+(") - (text[e - 1] == ")")
+            self.digits.append(self.digits[-1] + n)
+            self.ones.append(self.ones[-1] + (n == 1))
+        # next_same[k]: the next group after k whose separator before it is the one before k
+        count = len(spans)
+        self.next_same = [count] * count
+        last: dict[str, int] = {}
+        for k in range(count - 1, 0, -1):
+            self.next_same[k] = last.get(self.seps[k], count)
+            last[self.seps[k]] = k
+        self.other: dict[tuple[int, int], bool] = {}
+
+    def segment(self, i: int, j: int) -> str:
+        return self.text[self.starts[i] : self.ends[j - 1]]
+
+    def reach(self, i: int, end: int) -> list[int]:
+        """The ends of the candidates that start at group i, longest first."""
+        out = []
+        j = i + 1
+        while j <= end and j - i <= _RUN_GROUPS and self.digits[j] - self.digits[i] <= _RUN_DIGITS:
+            out.append(j)
+            j += 1
+        out.reverse()
+        return out
+
+    def phone(self, i: int, j: int) -> bool:
+        digits = self.digits[j] - self.digits[i]
+        if not 7 <= digits <= _PHONE_DIGITS or j - i > _PHONE_GROUPS:
+            return False
+        if self.ones[j] - self.ones[i] > 2:
+            return False  # `1 2 3 4 5 6 7` is not how anyone prints a number
+        return self.ok(self.segment(i, j))
+
+    def other_value(self, i: int, j: int) -> bool:
+        known = self.other.get((i, j))
+        if known is None:
+            digits = self.digits[j] - self.digits[i]
+            known = self.other[(i, j)] = _other_value(self.segment(i, j), digits)
+        return known
+
+    def inner(self, i: int, j: int) -> set[str]:
+        return set(self.seps[i + 1 : j])
+
+    def formatted(self, i: int, j: int) -> bool:
+        """Formatting (`+`, brackets, dashes, dots) marks where a number ends; spaces do not."""
+        return any(c in _FORMATTING for c in self.segment(i, j))
+
+    def ends_here(self, i: int, j: int, end: int) -> bool:
+        """Nothing after group j-1 continues the number: the segment ends, the next separator
+        is not one the number uses, or its country code or area code fixes its length."""
+        if j == end or self.seps[j] not in self.inner(i, j):
+            return True
+        return self.text[self.starts[i]] in "+("
 
 
 def _phones(ok: Callable[[str], bool]) -> Check:
-    """Split a run of digit groups into phone numbers side by side, or reject it whole.
+    """Split a run of digit groups into phone numbers side by side, or find none.
 
-    `415-555-2671 415-555-2672` is two numbers; `3659 086030 6428` (an order number) is none,
-    even though its first two groups would pass for a US number on their own. A formatted
-    number (`+1 (415) 555-2671`) ends where its formatting does, whatever digits follow; a card
-    number or SSN may follow a phone number in the run, and is left to its own detector.
+    From the start of the run, and after each value found, a number is the longest candidate
+    that passes and either ends where its formatting does or is followed by more values up
+    to the end of the run (the partition rule: a card number or SSN may follow, and is left to
+    its own detector). After groups that are no value, only a number that its own formatting
+    sets apart is taken: `2024 415-555-2671` holds one, `2024 415 555 2671` none.
     """
     cached = functools.lru_cache(maxsize=4096)(ok)
 
-    def other_value(text: str) -> bool:
-        return v.credit_card_ok(text) or v.us_ssn_ok(text)
-
     def run(m: regex.Match[str]) -> list[tuple[int, int]] | None:
-        text = m.group()
-        cuts = [i for i, c in enumerate(text) if c == " "]
+        if m.end() - m.start() < 8:
+            return None  # seven digits and a separator, or a `+`, at least
+        text = m.string
+        tokens = [t.span() for t in _TOKEN.finditer(text, m.start(), m.end())]
         if glued(m):
-            if not cuts:
-                return None
-            text = text[: cuts[-1]]  # the glued last group belongs to the word after it
-            cuts = cuts[:-1]
-        bounds = [0, *cuts, len(text)]
-        # best[i]: a way to split text[bounds[i]:] into numbers (longest first number first).
-        best: dict[int, list[tuple[int, int]] | None] = {len(bounds) - 1: []}
-        for i in range(len(bounds) - 2, -1, -1):
-            best[i] = None
-            start = bounds[i] + (1 if i else 0)
-            for j in range(len(bounds) - 1, i, -1):
-                rest = best[j]
-                segment = text[start : bounds[j]]
-                if not segment or segment != segment.strip():
-                    continue
-                if cached(segment) and (rest is not None or _self_delimited(segment)):
-                    best[i] = [(start, bounds[j]), *(rest or [])]
-                    break
-                if rest is not None and other_value(segment):
-                    best[i] = rest  # a card or SSN beside a phone number: not ours to report
-                    break
-        found = best[0]
-        if not found:
-            return None
-        return [(m.start() + a, m.start() + b) for a, b in found]
+            tokens.pop()  # the glued last group belongs to the word after it
+        if not tokens or (len(tokens) == 1 and text[tokens[0][0]] != "+"):
+            return None  # one group is a phone number only after a `+`
+        main = len(tokens)
+        for k in range(1, len(tokens)):
+            if "/" in text[tokens[k - 1][1] : tokens[k][0]]:
+                main = k
+                break
+        r = _Run(text, tokens[:main], cached)
+        found: list[tuple[int, int]] = []
+        lo = 0
+        for hi in range(1, main + 1):
+            if hi == main or r.seps[hi] in _BREAKS:
+                clean = lo > 0 or not after_number(text, r.starts[0])
+                found += _split(r, lo, hi, clean)
+                lo = hi
+        spans = [(r.starts[i], r.ends[j - 1]) for i, j in found]
+        if found and found[-1][1] == main and main < len(tokens):
+            spans += _after_slash(text, spans[-1], tokens[main:], cached)
+        return spans or None
 
     return run
 
 
-def make_phone(region: str = "US") -> RegexDetector:
+def _split(r: _Run, lo: int, hi: int, clean: bool) -> list[tuple[int, int]]:
+    """The phone numbers among groups lo..hi of a run, left to right (see `_phones`)."""
+    explained: dict[int, bool] = {hi: True}
+    found: list[tuple[int, int]] = []
+    i = lo
+    while i < hi:
+        took = 0
+        if clean:
+            for j in r.reach(i, hi):
+                if r.phone(i, j) and (
+                    (r.formatted(i, j) and r.ends_here(i, j, hi)) or _explained(r, j, hi, explained)
+                ):
+                    found.append((i, j))
+                elif not (r.other_value(i, j) and _explained(r, j, hi, explained)):
+                    continue
+                took = j
+                break
+        else:
+            # Set apart by its formatting: the separator before it is none of its own (so it
+            # ends before that separator comes again), and it ends where its formatting does.
+            top = min(r.next_same[i], hi, i + _PHONE_GROUPS)
+            for j in range(top, i + 1, -1):
+                digits = r.digits[j] - r.digits[i]
+                if digits < 7:
+                    break
+                if r.formatted(i, j) and r.ends_here(i, j, hi) and r.phone(i, j):
+                    found.append((i, j))
+                    took = j
+                    break
+        clean = took > 0
+        i = took or i + 1
+    return found
+
+
+def _explained(r: _Run, j0: int, hi: int, memo: dict[int, bool]) -> bool:
+    """Whether groups j0..hi are values side by side to the end (a number that ends where its
+    formatting does may end the list early). Depth first, without recursion: each start is
+    settled once, so a run costs O(groups) questions."""
+    if j0 in memo:
+        return memo[j0]
+    stack: list[tuple[int, list[int]]] = [(j0, r.reach(j0, hi))]
+    index = {j0: 0}
+    while stack:
+        pos, ends = stack[-1]
+        result: bool | None = False
+        k = index[pos]
+        while k < len(ends):
+            j = ends[k]
+            phone = r.phone(pos, j)
+            if phone and r.formatted(pos, j) and r.ends_here(pos, j, hi):
+                result = True
+                break
+            if phone or r.other_value(pos, j):
+                if j not in memo:
+                    index[pos] = k
+                    stack.append((j, r.reach(j, hi)))
+                    index[j] = 0
+                    result = None
+                    break
+                if memo[j]:
+                    result = True
+                    break
+            k += 1
+        if result is None:
+            continue
+        memo[pos] = result
+        stack.pop()
+    return memo[j0]
+
+
+def _after_slash(
+    text: str, number: tuple[int, int], slashed: list[tuple[int, int]], ok: Callable[[str], bool]
+) -> list[tuple[int, int]]:
+    """`+49 30 1234 5678 / 5679`: each group after a slash is the last digits of another
+    number, the one before with those digits in place of its own."""
+    written = text[number[0] : number[1]]
+    positions = [i for i, c in enumerate(written) if c.isdigit()]
+    found: list[tuple[int, int]] = []
+    for start, end in slashed:
+        tail = text[start:end]
+        if len(tail) > min(6, len(positions) - 3):
+            break
+        chars = list(written)
+        for p, d in zip(positions[-len(tail) :], tail, strict=True):
+            chars[p] = d
+        if not ok("".join(chars)):
+            break
+        found.append((start, end))
+    return found
+
+
+def make_phone(regions: Sequence[str] = ("US",)) -> RegexDetector:
+    """Phone numbers of every region listed; the first is the default (see
+    `validators.phone_number_ok`)."""
+    codes = tuple(regions) or ("US",)
     return RegexDetector(
         "phone",
-        regex.compile(
-            r"(?=[+(]|(?<![0-9][ .\-])[0-9])(?<![0-9A-Za-z_+\-.@/])"
-            r"(?:\+[0-9]{1,3}[ .\-]?)?(?:\([0-9]{1,5}\)[ .\-]?)?"
-            r"[0-9]++(?:[ .\-] ?[0-9]++)*+"
-        ),
-        _phones(_phone_ok(region)),
-        alphabet=r"[0-9 ().+\-]",
-        starts=r"(?<![0-9A-Za-z_+\-.@/])[+(0-9]",
+        regex.compile(PHONE_PATTERN),
+        _phones(_phone_ok(codes)),
+        alphabet=r"[0-9 ().+\-\u2013/]",
+        starts=PHONE_STARTS,
         lookback=64,
         gate="[0-9+(]",
+        runs=True,
     )
 
 
@@ -248,8 +626,18 @@ IPV6 = RegexDetector(
 )
 
 
-def builtin_detectors(phone_region: str = "US") -> list[RegexDetector]:
-    return [
+def builtin_detectors(
+    phone_region: str = "US",
+    *,
+    phone_regions: Sequence[str] = (),
+    entropy_secrets: bool = False,
+) -> list[RegexDetector]:
+    """The built-in detectors. Phone numbers are those of `phone_region` (the default) and of
+    every region in `phone_regions`; `entropy_secrets` adds the detector of long random-looking
+    strings (`secrets.entropy_detector`), which is off by default."""
+    regions = [phone_region.upper()]
+    regions += [r.upper() for r in phone_regions if r.upper() not in regions]
+    detectors = [
         SECRET_KEYS,
         PRIVATE_KEY,
         URL_PASSWORD,
@@ -260,5 +648,8 @@ def builtin_detectors(phone_region: str = "US") -> list[RegexDetector]:
         EMAIL,
         IPV4,
         IPV6,
-        make_phone(phone_region),
+        make_phone(regions),
     ]
+    if entropy_secrets:
+        detectors.insert(4, entropy_detector())
+    return detectors

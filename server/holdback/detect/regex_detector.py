@@ -1,18 +1,24 @@
 """A detector made of a regular expression: a pattern proposes, a validator decides.
 
 Every pattern consumes the *longest* run that could hold a value of its kind and starts only
-where such a run can start (its look-behind rejects the middle of a word or number). The
-validator then picks the value out of the run, or rejects it. Keeping runs maximal is what makes
-the streaming contract of `holdback.detect.base` hold: a start whose run could still reach past
-the end of the text (the pattern matches, or partially matches, all the way to the end) is
-reported as open, never cut short and accepted.
+where such a run can start (its look-behind, one character, rejects the middle of a word or
+number). The validator then picks the value out of the run, or rejects it. Keeping runs maximal
+is what makes the streaming contract of `holdback.detect.base` hold: a start whose run could
+still reach past the end of the text (the pattern matches, or partially matches, all the way to
+the end) is reported as open, never cut short and accepted.
+
+And every detector costs linear time. A pattern's quantifiers are possessive or bounded, so a
+start costs at most its run; a validator looks at a bounded number of candidates per group of
+its run. A detector whose runs hold many starts (digit groups: every group after a space may
+begin a card number) is a *run* detector: its check reports the values of every start inside
+the run at once, so the run is matched once rather than once per start.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import regex
 
@@ -31,6 +37,13 @@ class RegexDetector:
     text from it to the end is a prefix of some match (`fullmatch(..., partial=True)`): that can
     only happen inside the trailing run of alphabet characters, which is all that is searched.
 
+    `runs`: the check of a match reports the values of every start inside it too (every such
+    start's match ends where the run does), so matching resumes after the run, not after its
+    first character: a run of many groups costs one match instead of one per group. `hint`: a
+    pattern for Python's `re` (much faster than `regex` at a plain search) that matches, empty,
+    at every position where a match can begin, and maybe elsewhere: the pattern is then tried
+    only there.
+
     Three declarations let a stream be screened incrementally (`holdback.detect.incremental`);
     tests hold every built-in detector to them. `needs`: characters of which every match holds
     one, unless it runs to the end of the text (with a `lookback`, every match); the gate, by
@@ -46,10 +59,12 @@ class RegexDetector:
         "alphabet",
         "check",
         "gate",
+        "hint",
         "kind",
         "lookback",
         "needs",
         "pattern",
+        "runs",
         "short",
         "starts",
         "word",
@@ -68,6 +83,8 @@ class RegexDetector:
         needs: str | None = None,
         word: str | None = None,
         short: int = 0,
+        runs: bool = False,
+        hint: str | None = None,
     ) -> None:
         self.kind = kind
         self.pattern = pattern
@@ -85,6 +102,8 @@ class RegexDetector:
         self.needs = needs if needs is not None else gate
         self.word = word
         self.short = short
+        self.runs = runs
+        self.hint = re.compile(hint) if hint else None
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -129,16 +148,34 @@ class RegexDetector:
         """
         findings: list[Finding] = []
         first = max(0, pos - self.lookback) if since is None else since
-        for m in self.pattern.finditer(text, first, endpos, overlapped=True):
+        for m in self.matches(text, first, endpos):
             if m.start() >= hold:
                 break
             spans = self.check(m)
             if spans is None:
                 continue
             for start, end in spans if isinstance(spans, list) else [spans]:
-                if end > start and start >= pos:
+                if end > start and pos <= start < hold:
                     findings.append(Finding(start, end, self.kind, text[start:end]))
         return findings
+
+    def matches(self, text: str, first: int, endpos: int) -> Iterator[regex.Match[str]]:
+        """The pattern's matches that begin at `first` or later, in order: at every start, or
+        for a run detector at every start not inside an earlier match."""
+        if self.hint is None:
+            yield from self.pattern.finditer(text, first, endpos, overlapped=not self.runs)
+            return
+        match = self.pattern.match
+        covered = first
+        for h in self.hint.finditer(text, first, endpos):
+            start = h.start()
+            if start < covered:
+                continue
+            m = match(text, start, endpos)
+            if m is not None:
+                if self.runs:
+                    covered = max(m.end(), start + 1)
+                yield m
 
 
 def whole(check: Callable[[str], bool]) -> Check:
@@ -150,28 +187,62 @@ def whole(check: Callable[[str], bool]) -> Check:
     return run
 
 
+def after_number(text: str, start: int) -> bool:
+    """Whether `start` follows a digit and a dot, dash, slash or en dash (`3.4111…`,
+    `10-219-09-9999`): the number goes on from the one before, as a decimal, a version or a
+    range. After anything else the punctuation sets the value apart: a label (`No.`, `Tel.`),
+    a list dash, a path."""
+    return start >= 2 and text[start - 1] in ".-/\u2013" and "0" <= text[start - 2] <= "9"
+
+
 def glued(m: regex.Match[str]) -> bool:
-    """Whether the run's last group runs straight into a word (`0x`, `42@host`)."""
+    """Whether the run's last group runs straight into a word (`0x`, `42@host`).
+
+    Only ASCII letters and digits glue: a letter of another script, a markdown marker or an
+    underscore after a number ends it (`4111 1111 1111 1111号`, `_219-09-9999_`)."""
     after = m.string[m.end() : m.end() + 1]
-    return bool(after) and (after.isalnum() or after in "_@")
+    return bool(after) and ((after.isascii() and after.isalnum()) or after == "@")
 
 
-def longest_group_prefix(check: Callable[[str], bool], separators: str) -> Check:
-    """Accept the run, or the longest prefix of it that ends at a group boundary and passes.
+_DIGITS = regex.compile(r"[0-9]+")
 
-    A last group glued to the word after it belongs to that word, never to the value.
+
+def group_prefixes(
+    check: Callable[[str], bool],
+    *,
+    max_digits: int,
+    begins: Callable[[str, int], bool],
+) -> Check:
+    """A run check for numbers printed in digit groups (card numbers): every start inside the
+    run (a group that `begins`, given the text and its offset: the pattern's look-behind, and
+    any rule on the characters before it) reports the longest stretch of whole groups, at most
+    `max_digits` digits, that passes `check`.
+
+    A last group glued to the word after it belongs to that word, never to the value. Each
+    start tries at most one candidate per group within reach, so a run of n groups costs O(n).
     """
     cached = functools.lru_cache(maxsize=4096)(check)
 
-    def run(m: regex.Match[str]) -> tuple[int, int] | None:
-        text = m.group()
-        ends = [i for i, c in enumerate(text) if c in separators]
-        if not glued(m):
-            ends.append(len(text))
-        for end in reversed(ends):
-            candidate = text[:end].rstrip(separators)
-            if candidate and cached(candidate):
-                return m.start(), m.start() + len(candidate)
-        return None
+    def run(m: regex.Match[str]) -> list[tuple[int, int]] | None:
+        text = m.string
+        groups = [g.span() for g in _DIGITS.finditer(text, m.start(), m.end())]
+        if glued(m):
+            groups.pop()
+        found: list[tuple[int, int]] = []
+        for i, (start, _) in enumerate(groups):
+            if not begins(text, start):
+                continue
+            ends: list[int] = []
+            digits = 0
+            for g_start, g_end in groups[i:]:
+                digits += g_end - g_start
+                if digits > max_digits:
+                    break
+                ends.append(g_end)
+            for end in reversed(ends):
+                if cached(text[start:end]):
+                    found.append((start, end))
+                    break
+        return found or None
 
     return run

@@ -3,17 +3,28 @@
 A regular expression only proposes; a value becomes a finding when it passes the rule its kind
 defines: Luhn for cards, ISO 13616 mod-97 and the country's length for IBANs, the SSA's
 allocation rules for US social security numbers, `ipaddress` for IP addresses and the
-`phonenumbers` library for phone numbers. Each validator is a pure function of the text.
+`phonenumbers` library for phone numbers. Each validator is a pure function of the text, and
+costs a bounded amount of work: none looks at more than one value's worth of text.
+
+`phonenumbers` is the judge of every phone number; `phone_possible` only saves it the numbers
+its own metadata already rules out (a national number of a length no number of the region has),
+and is a necessary condition of `phone_ok`, never a looser one (tests hold it to that).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import ipaddress
+import itertools
 import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import phonenumbers
+from phonenumbers import PhoneMetadata
 
 # ISO 13616 IBAN lengths by country (SWIFT IBAN registry).
 IBAN_LENGTHS: dict[str, int] = {
@@ -31,6 +42,13 @@ IBAN_LENGTHS: dict[str, int] = {
 
 CARD_LENGTHS = range(13, 20)
 
+# Between two digit groups of a card number or an SSN: a dot, slash, hyphen or en dash with a
+# space on either side or none, or one or two spaces. Any mix of them may appear in one number.
+NUMBER_SEPARATOR = r"(?: ?[\-./\u2013] ?| {1,2})"
+_GROUPED = re.compile(rf"[0-9]+(?:{NUMBER_SEPARATOR}[0-9]+)*")
+_GROUPS = re.compile(r"[0-9]+")
+_SEPARATORS = re.compile(r"[^0-9]+")
+
 
 def digits_of(text: str) -> str:
     return "".join(c for c in text if "0" <= c <= "9")
@@ -44,6 +62,44 @@ def luhn_ok(digits: str) -> bool:
             d = d * 2 - 9 if d > 4 else d * 2
         total += d
     return total % 10 == 0
+
+
+_DOUBLED = [0, 2, 4, 6, 8, 1, 3, 5, 7, 9]
+
+
+class LuhnSums:
+    """Luhn checks of every slice of one digit string, each in O(1) after an O(n) pass: a run
+    of digit groups holds O(n) candidate card numbers, and each is checked in constant time."""
+
+    __slots__ = ("_double", "_plain")
+
+    def __init__(self, digits: str) -> None:
+        # _plain[q][i]: sum of digits at p < i with p % 2 == q; _double[q][i]: of their doubles
+        values = [ord(c) - 48 for c in digits]
+        doubles = [_DOUBLED[d] for d in values]
+        self._plain = [
+            list(
+                itertools.accumulate(
+                    (d if p % 2 == q else 0 for p, d in enumerate(values)), initial=0
+                )
+            )
+            for q in (0, 1)
+        ]
+        self._double = [
+            list(
+                itertools.accumulate(
+                    (d if p % 2 == q else 0 for p, d in enumerate(doubles)), initial=0
+                )
+            )
+            for q in (0, 1)
+        ]
+
+    def ok(self, start: int, end: int) -> bool:
+        """Whether digits[start:end] passes Luhn: the last digit and every second one before it
+        count as they are, the others doubled."""
+        r = (end - 1) % 2
+        plain, double = self._plain[r], self._double[1 - r]
+        return (plain[end] - plain[start] + double[end] - double[start]) % 10 == 0
 
 
 def card_brand_ok(digits: str) -> bool:
@@ -69,17 +125,30 @@ def card_brand_ok(digits: str) -> bool:
     return False
 
 
+def _network_grouping(sizes: list[int]) -> bool:
+    """How the networks print their numbers: fours (the last group shorter), or 4-6-4/4-6-5."""
+    if sizes[:2] == [4, 6] and len(sizes) == 3:
+        return sizes[2] in (4, 5)
+    return all(n == 4 for n in sizes[:-1]) and 1 <= sizes[-1] <= 4
+
+
 def credit_card_ok(text: str) -> bool:
+    """13 to 19 digits that pass Luhn and carry an issuer's prefix: unbroken, in groups of 2 to
+    6 digits with one kind of separator (`NUMBER_SEPARATOR`), or with mixed separators in the
+    networks' own grouping (`4111 1111-1111.1111`; a mix of separators between groups of other
+    sizes joins numbers that have nothing to do with each other)."""
     digits = digits_of(text)
     if len(digits) not in CARD_LENGTHS or not luhn_ok(digits) or not card_brand_ok(digits):
         return False
-    # Separators, if any, are all the same and split the number into groups of 2 to 6.
-    separators = set(text.replace("- ", "-").replace(" -", "-")) - set("0123456789")
-    if len(separators) > 1:
-        return False
-    if separators:
-        groups = text.split(separators.pop())
-        if any(not 2 <= len(g) <= 6 for g in groups):
+    if len(digits) != len(text):
+        if _GROUPED.fullmatch(text) is None:
+            return False
+        groups = _GROUPS.findall(text)
+        sizes = [len(g) for g in groups]
+        if any(not 2 <= n <= 6 for n in sizes):
+            return False
+        separators = set(_SEPARATORS.findall(text))
+        if len(separators) > 1 and not _network_grouping(sizes):
             return False
     return len(set(digits)) > 1
 
@@ -100,9 +169,9 @@ def us_ssn_ok(text: str) -> bool:
     if len(digits) != 9:
         return False
     area, group, serial = int(digits[:3]), int(digits[3:5]), int(digits[5:])
-    if area == 0 or area == 666 or area >= 900 or group == 0 or serial == 0:
-        return False
-    return digits not in ("123456789", "078051120")  # advertising specimens
+    # Numbers the SSA never issues. (The advertising specimens, 123-45-6789 and 078-05-1120,
+    # are in the issued ranges and are treated as what they look like.)
+    return not (area == 0 or area == 666 or area >= 900 or group == 0 or serial == 0)
 
 
 def ip_ok(text: str) -> bool:
@@ -113,7 +182,92 @@ def ip_ok(text: str) -> bool:
     return True
 
 
+# -- phone numbers ---------------------------------------------------------------------------
+
+# International call prefixes recognised whatever the region: `00` (most of the world) and
+# `011` (the North American plan). A region's own prefix is recognised by phonenumbers too.
+INTERNATIONAL_PREFIXES = ("011", "00")
+
+
+@dataclass(frozen=True, slots=True)
+class _Region:
+    """What phonenumbers' metadata says about a region's national numbers."""
+
+    country_code: str
+    trunk: str  # the trunk prefix its national numbers are written with ("" if none is needed)
+    lengths: frozenset[int]  # every length a valid national significant number has
+    general: re.Pattern[str]  # every valid national significant number matches it
+    strip: re.Pattern[str] | None  # what parsing strips as a national prefix
+    international: re.Pattern[str]  # the region's own international call prefix
+    exact: bool  # False: parsing may rewrite the number, so nothing is ruled out early
+
+
+@functools.lru_cache(maxsize=512)
+def _region(region: str) -> _Region | None:
+    md = PhoneMetadata.metadata_for_region(region)
+    if md is None or md.general_desc is None or md.country_code is None:
+        return None
+    country_code = str(md.country_code)
+    trunk = md.national_prefix or ""
+    # A number read in one region is valid if it is valid in any region of its country code
+    # (Jamaica's 441 numbers are Bermuda's), so what every valid number has is theirs together.
+    lengths: set[int] = set()
+    patterns: list[str] = []
+    exact = True
+    for other in phonenumbers.region_codes_for_country_code(md.country_code):
+        omd = PhoneMetadata.metadata_for_region(other)
+        desc = omd.general_desc if omd is not None else None
+        if desc is None or not desc.national_number_pattern or not desc.possible_length:
+            exact = False
+            continue
+        lengths.update(n for n in desc.possible_length if n > 0)
+        patterns.append(f"(?:{desc.national_number_pattern})")
+    npp = md.national_prefix_for_parsing or md.national_prefix
+    return _Region(
+        country_code=country_code,
+        # The North American plan's trunk prefix is its country code, and optional in writing.
+        trunk="" if trunk == country_code else trunk,
+        lengths=frozenset(lengths),
+        general=re.compile("|".join(patterns) or "(?!)"),
+        strip=re.compile(npp) if npp else None,
+        international=re.compile(md.international_prefix or "(?!)"),
+        exact=exact and bool(lengths) and not md.national_prefix_transform_rule,
+    )
+
+
+def phone_region_known(region: str) -> bool:
+    return region in phonenumbers.SUPPORTED_REGIONS
+
+
+def phone_possible(text: str, region: str) -> bool:
+    """False only when phonenumbers, parsing `text` in `region`, cannot find it valid: a
+    national number (no `+`, no international prefix) whose every reading (as written, without
+    the country code, without the trunk prefix once or twice, or both) has a length or shape
+    no number of the region has. A cheap necessary condition of `phone_ok`."""
+    facts = _region(region)
+    if facts is None or not facts.exact or text.lstrip().startswith("+"):
+        return True
+    digits = digits_of(text)
+    if facts.international.match(digits):
+        return True
+    readings = [digits]
+    if digits.startswith(facts.country_code):
+        readings.append(digits[len(facts.country_code) :])
+    if facts.strip is not None:  # parsing may strip it twice: after the country code, and again
+        for reading in readings[:]:
+            for _ in range(2):
+                m = facts.strip.match(reading)
+                if m is None or not m.end():
+                    break
+                reading = reading[m.end() :]
+                readings.append(reading)
+    return any(len(r) in facts.lengths and facts.general.fullmatch(r) for r in readings)
+
+
 def phone_ok(text: str, region: str) -> bool:
+    """Whether phonenumbers parses `text`, read in `region`, as a valid number."""
+    if not phone_possible(text, region):
+        return False
     try:
         number = phonenumbers.parse(text, region)
     except phonenumbers.NumberParseException:
@@ -121,7 +275,99 @@ def phone_ok(text: str, region: str) -> bool:
     return bool(phonenumbers.is_valid_number(number))
 
 
-def phone_normalized(text: str, region: str) -> str:
+def _international(text: str) -> str | None:
+    """`0049 30 …` or `011 44 …` as `+49 30 …`, `+44 …`; None if not so prefixed."""
+    body = text.lstrip()
+    for prefix in INTERNATIONAL_PREFIXES:
+        if digits_of(body[: len(prefix) + 3]).startswith(prefix):
+            rest, taken = body, 0
+            while taken < len(prefix):
+                if rest[0].isdigit():
+                    taken += 1
+                rest = rest[1:]
+            return "+" + rest.lstrip(" .-\u2013")
+    return None
+
+
+def _boundaries(text: str) -> set[int]:
+    """After how many digits `text` breaks between two digit groups."""
+    found: set[int] = set()
+    count, gap = 0, False
+    for c in text:
+        if "0" <= c <= "9":
+            if gap and count:
+                found.add(count)
+            count, gap = count + 1, False
+        else:
+            gap = True
+    return found
+
+
+def _grouped_as_dialled(international: str) -> bool:
+    """`0049 30 1234 5678` is grouped as the number is (`+49 30 12345678`); `0055 8677 8080
+    90`, the tail of a mistyped IBAN, is not (`+55 86 7780-8090`). A number written after an
+    international prefix shares at least one break between digit groups of its national part
+    with phonenumbers' own international format, unless it is written in one group."""
+    number = phonenumbers.parse(international, None)
+    canonical = phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.INTERNATIONAL)
+    code = len(str(number.country_code))
+    written = {b - code for b in _boundaries(international) if b > code}
+    if not written:
+        return True
+    return bool(written & {b - code for b in _boundaries(canonical) if b > code})
+
+
+def phone_number_ok(text: str, regions: Sequence[str]) -> bool:
+    """A phone number as people write it, for a deployment whose regions are `regions` (the
+    first is the default).
+
+    International numbers (`+`, or the `00` / `011` prefixes, whatever the region) are judged
+    as such. A national number is read in the default region as phonenumbers reads it, and in
+    each other listed region only as that region writes its numbers: with its trunk prefix
+    (`020 7946 0958` for GB, `030 1234 5678` for DE), so adding a region does not turn every
+    long digit group into one of its numbers.
+    """
+    digits = digits_of(text)
+    if text.lstrip().startswith("+"):
+        return 7 <= len(digits) <= 15 and phone_ok(text, regions[0])
+    international = _international(text)
+    if (
+        international is not None
+        and 7 <= len(digits_of(international)) <= 15
+        and phone_ok(international, regions[0])
+        and _grouped_as_dialled(international)
+    ):
+        return True
+    if not 7 <= len(digits) <= 15:
+        return False
+    if phone_ok(text, regions[0]):
+        return True
+    for region in regions[1:]:
+        facts = _region(region)
+        trunk = facts.trunk if facts is not None else ""
+        if trunk and not digits.startswith(trunk):
+            continue
+        if phone_ok(text, region):
+            return True
+    return False
+
+
+def phone_normalized(text: str, region: str, others: Sequence[str] = ()) -> str:
+    """E.164 for a phone number, read in the default `region` first (then, if it is not a
+    valid number there, in `others`, as `phone_number_ok` reads them), so one number always
+    gets one form: `+1 415 555 2671`, `(415) 555-2671` and `011 1 415 555 2671` alike."""
+    international = None if text.lstrip().startswith("+") else _international(text)
+    readings = [(text, region)]
+    if international is not None:
+        readings.insert(0, (international, region))
+    readings += [(text, r) for r in others if r != region]
+    for reading, where in readings:
+        try:
+            number = phonenumbers.parse(reading, where)
+        except phonenumbers.NumberParseException:
+            continue
+        if phonenumbers.is_valid_number(number):
+            return str(phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164))
     try:
         number = phonenumbers.parse(text, region)
     except phonenumbers.NumberParseException:

@@ -3,12 +3,18 @@
 Within a conversation the same value always gets the same token, so values are compared after
 normalization: emails case-insensitively, cards and SSNs by their digits, phone numbers in
 E.164, IBANs without spaces, IP addresses in their compressed form, dictionary terms folded.
+
+A phone number is read in the deployment's default region, always that one, whichever region
+the detector recognised it in: so `+49 30 1234 5678` and `0049 30 1234 5678` are one value, and
+a national number is read the same way on every mention. Other regions (`phone_regions`) are
+tried, in order, only for a number that is not valid in the default region.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Sequence
 
 from holdback.detect.dictionary import normalize_term
 from holdback.detect.normalize import normalize
@@ -17,7 +23,9 @@ from holdback.detect.validators import digits_of, phone_normalized
 _TOKEN_ID = re.compile(r"[A-Za-z][A-Za-z0-9_]*_[1-9][0-9]*")
 
 
-def normalize_value(kind: str, value: str, *, phone_region: str = "US") -> str:
+def normalize_value(
+    kind: str, value: str, *, phone_region: str = "US", phone_regions: Sequence[str] = ()
+) -> str:
     if kind == "literal":
         return value
     if kind == "token":
@@ -29,7 +37,7 @@ def normalize_value(kind: str, value: str, *, phone_region: str = "US") -> str:
     if kind in ("credit_card", "us_ssn"):
         return digits_of(text)
     if kind == "phone":
-        return phone_normalized(text, phone_region)
+        return phone_normalized(text, phone_region, phone_regions)
     if kind == "iban":
         return text.replace(" ", "").upper()
     if kind == "ip_address":

@@ -13,7 +13,9 @@ Rules the output keeps:
   at each kind, 1500 in all, and carry no spans.
 
 Templates live in `templates/positive/<kind>.txt` and `templates/negative/<aim>.txt`, one
-per line (`\\n` for a line break, `#` starts a comment line). `{{kind}}` or
+per line; `templates/formats/<kind>.txt` hold the formats of issue 14 (separators, scripts,
+labels and markdown around values, keys without digits), written to `formats.jsonl` after every
+other file, so adding them changes no other file (`\\n` for a line break, `#` starts a comment line). `{{kind}}` or
 `{{kind:variant}}` is a fresh value of that kind; `{{date}}`, `{{bad_card}}` and the other
 names in `hard_negatives.MAKERS` are look-alikes; `{{near_<kind>}}` is a near miss of a term.
 """
@@ -32,6 +34,7 @@ from itertools import pairwise
 from pathlib import Path
 
 import address_and_key_makers as akm
+import format_makers
 import hard_negatives
 import leak_scan
 import value_makers as vm
@@ -47,6 +50,7 @@ KINDS = BUILTIN_KINDS + TERM_KINDS
 NUMBER_LIKE = ("phone", "credit_card", "iban", "us_ssn", "ip_address")
 EVADE = {"email": 0.12, "secret": 0.05, "jwt": 0.05} | dict.fromkeys(NUMBER_LIKE, 0.12)
 EXAMPLES_PER_KIND = 330
+FORMAT_EXAMPLES_PER_KIND = 40
 NEGATIVES_PER_AIM = 160
 MIN_TEMPLATES = 40
 MIN_POSITIVES = 300
@@ -116,6 +120,8 @@ class Filler:
         self.terms = terms
 
     def fragment(self, name: str, variant: str) -> vm.Fragment:
+        if (name, variant) in format_makers.MAKERS:
+            return format_makers.MAKERS[(name, variant)](self.rng)
         if name in MAKERS:
             return MAKERS[name](self.rng, variant, EVADE[name])
         if name in self.terms:
@@ -223,6 +229,11 @@ def build() -> dict[str, str]:
         negatives += builder.examples(path.stem, load_templates(path), NEGATIVES_PER_AIM,
                                       path.stem)  # fmt: skip
     files["negatives.jsonl"] = "".join(ex.to_json() + "\n" for ex in negatives)
+    formats: list[Example] = []
+    for path in sorted((HERE / "templates" / "formats").glob("*.txt")):
+        formats += builder.examples(f"formats:{path.stem}", load_templates(path),
+                                    FORMAT_EXAMPLES_PER_KIND, None)  # fmt: skip
+    files["formats.jsonl"] = "".join(ex.to_json() + "\n" for ex in formats)
     aims = Counter(ex.aims for ex in negatives)
     print("kind           gold  evaded  negatives", file=sys.stderr)
     for k in KINDS:

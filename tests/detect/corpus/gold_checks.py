@@ -48,14 +48,28 @@ _EMAIL = re.compile(
     r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,24}\Z"
 )
 _PHONE_SHAPE = re.compile(r"(?:\+\d|\(\d|\d)[\d ().-]*\d\Z")
+# Between digit groups of a card number or an SSN: a dot, slash, hyphen or en dash with a space
+# on either side or none, or one or two spaces; mixed in one number or not.
+_GROUP_SEP = r"(?: ?[-./\u2013] ?| {1,2})"
 _CARD_SHAPES = (
     re.compile(r"\d{13,19}\Z"),
     re.compile(r"\d{4}(?P<sep>[ -])\d{4}(?P=sep)\d{4}(?P=sep)\d{1,4}(?:(?P=sep)\d{1,3})?\Z"),
     re.compile(r"\d{4}(?P<sep>[ -])\d{6}(?P=sep)\d{4,5}\Z"),
+    re.compile(
+        rf"\d{{4}}(?:{_GROUP_SEP}\d{{4}}){{2}}{_GROUP_SEP}\d{{1,4}}(?:{_GROUP_SEP}\d{{1,3}})?\Z"
+    ),
+    re.compile(rf"\d{{4}}{_GROUP_SEP}\d{{6}}{_GROUP_SEP}\d{{4,5}}\Z"),
 )
 _IBAN_COMPACT = re.compile(r"[A-Z]{2}\d{2}[A-Z0-9]{11,30}\Z")
 _IBAN_PRINTED = re.compile(r"[A-Z]{2}\d{2}(?: [A-Z0-9]{4})+(?: [A-Z0-9]{1,3})?\Z")
 _SSN = re.compile(r"(?P<area>\d{3})(?P<sep>[- ])(?P<group>\d{2})(?P=sep)(?P<serial>\d{4})\Z")
+_SSN_GROUPED = re.compile(
+    rf"(?P<area>\d{{3}}){_GROUP_SEP}(?P<group>\d{{2}}){_GROUP_SEP}(?P<serial>\d{{4}})\Z"
+)
+# Internationalized addresses: letters of any script, a punycode (`xn--`) label or TLD.
+_EMAIL_UNICODE = re.compile(
+    r"[^\W_](?:[\w.%+-]*[^\W_])?@(?:[^\W_](?:[\w-]*[^\W_])?\.)+(?:[^\W\d_]{2,24}|xn--[a-z0-9-]+)\Z"
+)
 _B64URL = r"[A-Za-z0-9_-]"
 _SECRET_SHAPES = tuple(
     re.compile(p + r"\Z")
@@ -69,6 +83,7 @@ _SECRET_SHAPES = tuple(
         r"xox[bpars]-[0-9]{10,13}-[0-9]{10,13}(?:-[0-9]{10,13})?-[A-Za-z0-9]{24,32}",  # Slack
         r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{24,99}",  # Stripe secret and restricted keys
         r"AIza[A-Za-z0-9_-]{35}",  # Google API keys
+        r"whsec_[A-Za-z0-9]{24,99}",  # Stripe webhook signing secrets
     )
 )
 _PEM = re.compile(
@@ -150,7 +165,7 @@ def _b64url_json(part: str) -> object:
 
 
 def _check_email(v: str) -> str | None:
-    if not _EMAIL.match(v) or ".." in v:
+    if not (_EMAIL.match(v) or _EMAIL_UNICODE.match(v)) or ".." in v:
         return "not an email address"
     return None
 
@@ -158,6 +173,10 @@ def _check_email(v: str) -> str | None:
 def _check_phone(v: str) -> str | None:
     if not _PHONE_SHAPE.match(v):
         return "not shaped like a phone number"
+    for prefix in ("011", "00"):  # dialled from abroad: `0049 30 …` is `+49 30 …`
+        if v.startswith(prefix):
+            v = "+" + v[len(prefix) :].lstrip()
+            break
     try:
         number = phonenumbers.parse(v, PHONE_REGION)
     except phonenumbers.NumberParseException:
@@ -170,7 +189,7 @@ def _check_phone(v: str) -> str | None:
 def _check_card(v: str) -> str | None:
     if not any(shape.match(v) for shape in _CARD_SHAPES):
         return "not grouped like a card number"
-    digits = re.sub(r"[ -]", "", v)
+    digits = re.sub(r"\D", "", v)
     if not luhn_ok(digits):
         return "fails Luhn"
     if card_brand(digits) is None:
@@ -179,6 +198,7 @@ def _check_card(v: str) -> str | None:
 
 
 def _check_iban(v: str) -> str | None:
+    v = v.upper()  # printed in either case (`gb82 west 1234 5698 7654 32`)
     if not (_IBAN_COMPACT.match(v) or _IBAN_PRINTED.match(v)):
         return "not shaped like an IBAN"
     compact = v.replace(" ", "")
@@ -190,7 +210,7 @@ def _check_iban(v: str) -> str | None:
 
 
 def _check_ssn(v: str) -> str | None:
-    m = _SSN.match(v)
+    m = _SSN.match(v) or _SSN_GROUPED.match(v)
     if not m:
         return "not AAA-GG-SSSS or AAA GG SSSS"
     if not ssn_ok(m["area"], m["group"], m["serial"]):

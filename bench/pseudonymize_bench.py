@@ -1,0 +1,153 @@
+"""Pseudonymization cost per KiB, from 1 KiB to a whole frame (64 KiB), prose and adversarial.
+
+The rule it checks: no input costs super-linear time. Every adversarial input (digit runs,
+runs of separators, repeated `@`, dots and brackets, base64 lines, key-like and address-like
+runs) is measured beside ordinary chat text of the same size, and each must cost about as much
+per KiB at 64 KiB as at 1 KiB, and not much more than prose does.
+
+Each measurement is the CPU time of one `pseudonymize` call with a fresh `Pseudonymizer` (its
+one-text detection cache would otherwise hide the detectors) and a fresh vault; contenders run
+in interleaved rounds and each keeps its best round (see `timing.py`).
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import time
+from collections.abc import Callable
+
+from detect_bench import chat_text
+
+from holdback.detect import DetectorSet
+from holdback.pseudonymize import Pseudonymizer
+from holdback.vault import Vault
+
+KIB = 1024
+SIZES = (1, 4, 16, 64)  # KiB; 64 KiB is the default frame limit (HOLDBACK_MAX_FRAME_BYTES)
+DIGITS = "0123456789"
+B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+def _repeat(unit: str) -> Callable[[int], str]:
+    return lambda n: (unit * (n // len(unit) + 1))[:n]
+
+
+def _digit_groups(sizes: tuple[int, ...], seps: tuple[str, ...]) -> Callable[[int], str]:
+    def make(n: int) -> str:
+        rng = random.Random(14)
+        out: list[str] = []
+        length = 0
+        while length < n:
+            group = "".join(rng.choice(DIGITS) for _ in range(rng.choice(sizes)))
+            out.append(group + rng.choice(seps))
+            length += len(out[-1])
+        return "".join(out)[:n]
+
+    return make
+
+
+def _base64_lines(n: int) -> str:
+    rng = random.Random(15)
+    lines = []
+    length = 0
+    while length < n:
+        lines.append("".join(rng.choice(B64) for _ in range(64)))
+        length += 65
+    return "\n".join(lines)[:n] + "!"
+
+
+def _random(alphabet: str) -> Callable[[int], str]:
+    def make(n: int) -> str:
+        rng = random.Random(16)
+        return "".join(rng.choice(alphabet) for _ in range(n))
+
+    return make
+
+
+def prose(n: int) -> str:
+    return chat_text(n)[:n]
+
+
+ADVERSARIAL: dict[str, Callable[[int], str]] = {
+    "digit groups (1-4 digits, spaces)": _digit_groups((1, 2, 3, 4), (" ",)),
+    "digit groups (2 digits, spaces)": _digit_groups((2,), (" ",)),
+    "digit groups, mixed separators": _digit_groups(
+        (1, 2, 3, 4), (" ", "-", ".", "/", "\u2013", "  ", ". ", " - ", "(", ")", "+")
+    ),
+    "one run of digits": _random(DIGITS),
+    "separator runs": _random(" -./_\u2013"),
+    "repeated @": _repeat("@"),
+    "a@a@a@": _repeat("a@"),
+    "repeated dots": _repeat("."),
+    "a.a.a.": _repeat("a."),
+    "brackets ((((": _repeat("((((())))"),
+    "(1) (1) (1)": _repeat("(1) "),
+    "<a_1_1_1 (token-like)": lambda n: "<" + _repeat("a_1")(n - 1),
+    "base64 lines, no header": _base64_lines,
+    "sk-sk-sk- (key-like)": _repeat("sk-"),
+    "a@b.b.b. (address-like)": lambda n: "a@" + _repeat("b.")(n - 2),
+}
+
+
+def _cost(detectors: DetectorSet, text: str) -> float:
+    pseudonymizer = Pseudonymizer(detectors)
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.process_time()
+        pseudonymizer.pseudonymize(text, Vault())
+        return time.process_time() - start
+    finally:
+        gc.enable()
+
+
+def run(rounds: int = 3, sizes: tuple[int, ...] = SIZES) -> dict[str, dict[int, float]]:
+    """Best CPU milliseconds per KiB, by input and by size in KiB."""
+    detectors = DetectorSet.from_config()
+    inputs = {"prose (chat text, 0.5 % PII)": prose, **ADVERSARIAL}
+    texts = {(name, size): make(size * KIB) for name, make in inputs.items() for size in sizes}
+    for text in texts.values():  # warm caches and metadata
+        Pseudonymizer(detectors).pseudonymize(text[:KIB], Vault())
+    best = {key: float("inf") for key in texts}
+    for _ in range(rounds):
+        for key, text in texts.items():
+            best[key] = min(best[key], _cost(detectors, text))
+    out: dict[str, dict[int, float]] = {name: {} for name in inputs}
+    for (name, size), seconds in best.items():
+        out[name][size] = seconds * 1000 / size
+    return out
+
+
+def report(r: dict[str, dict[int, float]]) -> str:
+    sizes = sorted(next(iter(r.values())))
+    prose_name = next(iter(r))
+    top = sizes[-1]
+    prose_top = r[prose_name][top]
+    head = " | ".join(f"{s} KiB" for s in sizes)
+    rows = [
+        f"### Pseudonymize cost per KiB, 1 KiB to {top} KiB (ms of CPU per KiB)",
+        "",
+        f"| input | {head} | growth {sizes[0]}→{top} KiB | vs prose at {top} KiB |",
+        "|---|" + "---:|" * (len(sizes) + 2),
+    ]
+    worst = 0.0
+    for name, costs in r.items():
+        cells = " | ".join(f"{costs[s]:.2f}" for s in sizes)
+        growth = costs[top] / costs[sizes[0]]
+        ratio = costs[top] / prose_top
+        if name != prose_name:
+            worst = max(worst, ratio)
+        rows.append(f"| {name} | {cells} | {growth:.2f}× | {ratio:.2f}× |")
+    prose_mb = KIB / (prose_top / 1000) / 1e6
+    rows += [
+        "",
+        f"- prose throughput at {top} KiB: **{prose_mb:.2f} MB/s**",
+        f"- worst adversarial input vs prose at {top} KiB: **{worst:.2f}×** (target ≤ 3)",
+        "- growth: cost per KiB at the largest size over the smallest (1.00× is linear)",
+    ]
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(report(run()))

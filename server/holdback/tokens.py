@@ -154,6 +154,9 @@ def find_typed_tokens(text: str) -> Iterable[tuple[int, int, str]]:
             yield m.start(), m.end(), ident
 
 
+_NUMBERED = re.compile(r"_[1-9]")
+
+
 def bare_ids(text: str) -> set[str]:
     """Every id of which a text holds a bare spelling on word boundaries, canonical.
 
@@ -163,8 +166,12 @@ def bare_ids(text: str) -> set[str]:
     Bracketed spellings are included, since their inner id is bare on both sides.
     """
     found: set[str] = set()
+    if not _NUMBERED.search(text):
+        return found  # an id ends in `_N`: without one, no spelling can be an id
     for m in BARE_ID_RE.finditer(text):
         run = m.group()
+        if not _NUMBERED.search(run):
+            continue
         ends = [i for i in range(len(run)) if run.startswith(ESCAPED_UNDERSCORE, i)]
         if m.end() == len(text) or not is_word_char(text[m.end()]):
             ends.append(len(run))

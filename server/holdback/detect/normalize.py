@@ -145,6 +145,7 @@ _RESIZING = {
 }
 _ONE_TO_ONE = {True: _in_place(_DETECT), False: _in_place(_COMPARE)}
 _TABLE = {True: _DETECT, False: _COMPARE}
+_TRANSLATE = {flag: {k: v for k, v in table.items()} for flag, table in _TABLE.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,16 +180,21 @@ def normalize(text: str, *, lookalikes: bool = True) -> Normalized:
         return Normalized(text, None, len(text))
     if not _RESIZING[lookalikes].search(text):
         return Normalized(text.translate(_ONE_TO_ONE[lookalikes]), None, len(text))
+    # Dropped and expanded characters are rare: the text is translated in one pass, and the
+    # offsets are built run by run between them.
+    normalized = text.translate(_TRANSLATE[lookalikes])
     table = _TABLE[lookalikes]
-    out: list[str] = []
     origin: list[int] = []
-    for i, ch in enumerate(text):
-        form = table.get(ord(ch), ch)
-        if form is None:
-            continue
-        out.append(form)
-        origin.extend([i] * len(form))
-    return Normalized("".join(out), origin, len(text))
+    last = 0
+    for m in _RESIZING[lookalikes].finditer(text):
+        i = m.start()
+        origin.extend(range(last, i))
+        form = table[ord(text[i])]
+        if form is not None:
+            origin.extend([i] * len(form))
+        last = i + 1
+    origin.extend(range(last, len(text)))
+    return Normalized(normalized, origin, len(text))
 
 
 def normalize_in_place(text: str) -> str | None:

@@ -288,6 +288,32 @@ def test_prose_is_not_a_key(text: str) -> None:
     assert found(text) == []
 
 
+@pytest.mark.parametrize(
+    ("text", "kind", "value"),
+    [
+        ("地址192.168.1.20端口", "ip_address", "192.168.1.20"),
+        ("_10.0.0.1_", "ip_address", "10.0.0.1"),
+        ("主机2001:db8::1", "ip_address", "2001:db8::1"),
+        (
+            "令牌eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJlLXZhbHVl",
+            "jwt",
+            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJlLXZhbHVl",
+        ),
+        ("链接postgres://app:s3cr3t!@db.internal/x", "secret", "s3cr3t!"),
+        ("卡号4000056655665556", "credit_card", "4000056655665556"),
+        ("No.4000 0566 5566 5556", "credit_card", "4000 0566 5566 5556"),
+        ("#4000056655665556", "credit_card", "4000056655665556"),
+        ("card -4556737586899855 now", "credit_card", "4556737586899855"),
+        ("ssn -219-09-9999 now", "us_ssn", "219-09-9999"),
+        ("No.219-09-9999", "us_ssn", "219-09-9999"),
+    ],
+)
+def test_other_values_next_to_other_scripts_labels_and_markers(
+    text: str, kind: str, value: str
+) -> None:
+    assert found(text) == [(kind, value)]
+
+
 # -- the entropy detector ----------------------------------------------------------------------
 
 

@@ -121,16 +121,23 @@ def _email_check(m: regex.Match[str]) -> list[tuple[int, int]] | None:
     if text[at - 1] == "." or domain.rsplit(".", 1)[-1].lower() in _FILE_EXTENSIONS:
         return None
     spans: list[tuple[int, int]] = []
-    start = m.start()
+    start = m.start() if at - m.start() <= 64 else _next_local_start(text, at - 65, at)
     while start < at:
-        if at - start <= 64 and m.end() - start <= 254 and ".." not in text[start:at]:
+        if m.end() - start <= 254 and ".." not in text[start:at]:
             spans.append((start, m.end()))
-        start += 1
-        while start < at and not (
-            text[start - 1] in "._%+-" and _EMAIL_STARTS.match(text, start) is not None
-        ):
-            start += 1
+        start = _next_local_start(text, start, at)
     return spans or None
+
+
+def _next_local_start(text: str, start: int, at: int) -> int:
+    """The next start after `start` inside a local part: after a dot, dash, plus or percent
+    sign (`at` if none)."""
+    start += 1
+    while start < at and not (
+        text[start - 1] in "._%+-" and _EMAIL_STARTS.match(text, start) is not None
+    ):
+        start += 1
+    return start
 
 
 class _AddressDetector(RegexDetector):
@@ -594,10 +601,10 @@ def _ipv4_ok(text: str) -> bool:
 
 IPV4 = RegexDetector(
     "ip_address",
-    regex.compile(r"[0-9](?<![\w.](?s:.))[0-9]{0,2}(?:\.[0-9]{1,3})+(?![\w])"),
+    regex.compile(r"[0-9](?<![A-Za-z0-9.](?s:.))[0-9]{0,2}(?:\.[0-9]{1,3})+(?![A-Za-z0-9])"),
     whole(_ipv4_ok),
     alphabet=r"[0-9.]",
-    starts=r"(?<![\w.])[0-9]",
+    starts=r"(?<![A-Za-z0-9.])[0-9]",
     gate="[0-9]",
 )
 
@@ -617,11 +624,12 @@ _ipv6_ok = functools.lru_cache(maxsize=4096)(v.ip_ok)
 IPV6 = RegexDetector(
     "ip_address",
     regex.compile(
-        r"(?=[0-9A-Fa-f:])(?<![\w:.])[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?:\.[0-9]{1,3}){0,3}"
+        r"(?=[0-9A-Fa-f:])(?<![A-Za-z0-9:.])[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}"
+        r"(?:\.[0-9]{1,3}){0,3}"
     ),
     _ipv6_check,
     alphabet=r"[0-9A-Fa-f:.]",
-    starts=r"(?<![\w:.])[0-9A-Fa-f:]",
+    starts=r"(?<![A-Za-z0-9:.])[0-9A-Fa-f:]",
     needs=":",
 )
 

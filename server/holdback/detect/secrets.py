@@ -27,7 +27,8 @@ from holdback.tokens import kind_label
 
 
 # Prefixes no prose shares, each with its issuer's body (and so its minimum length). A body is
-# the whole run of its characters (possessive), and at most `_MAX_BODY` long.
+# the whole run of its characters (possessive) and at most 200 or 255 long, so a start costs a
+# bounded match, even in a long run of key characters (`sk-sk-sk-…`).
 _DISTINCTIVE = (
     r"sk-ant-(?:api|admin|oat|sid)[0-9]{2}-[A-Za-z0-9_\-]{32,200}+"  # Anthropic
     r"|sk-(?:proj|svcacct|admin|None)-[A-Za-z0-9_\-]{32,200}+"  # OpenAI project, service, admin
@@ -173,11 +174,12 @@ PRIVATE_KEY = _KeyMaterial(
 JWT = RegexDetector(
     "jwt",
     regex.compile(
-        r"(?<![\w\-.])eyJ[A-Za-z0-9_\-]{4,}\.eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{8,}(?![\w\-])"
+        r"(?<![A-Za-z0-9\-.])eyJ[A-Za-z0-9_\-]{4,}\.eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{8,}"
+        r"(?![A-Za-z0-9\-])"
     ),
     whole(v.jwt_ok),
     alphabet=r"[A-Za-z0-9_\-.]",
-    starts=r"(?<![\w\-.])e",
+    starts=r"(?<![A-Za-z0-9\-.])e",
     needs="J",
 )
 
@@ -189,12 +191,12 @@ def _url_password(m: regex.Match[str]) -> tuple[int, int] | None:
 URL_PASSWORD = RegexDetector(
     "secret",
     regex.compile(
-        r"[A-Za-z](?<![\w+.\-](?s:.))[A-Za-z0-9+.\-]*://[^\s:/@]+:(?P<password>[^\s@/]+)@"
+        r"[A-Za-z](?<![A-Za-z0-9_+.\-](?s:.))[A-Za-z0-9+.\-]*://[^\s:/@]+:(?P<password>[^\s@/]+)@"
         r"[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?"
     ),
     _url_password,
     alphabet=r"[^\s]",
-    starts=r"(?<![\w+.\-])[A-Za-z]",
+    starts=r"(?<![A-Za-z0-9_+.\-])[A-Za-z]",
     needs=":",
     word="[A-Za-z0-9]",
 )

@@ -193,6 +193,7 @@ class Guard:
         self._released = 0  # projected stream offset of the held text
         self._state: _State = "screening"
         self._continuing = False  # a candidate redacted at the window goes on at the front
+        self._no_dashes_until = 0  # projected stream offset up to which no dash run was seen
         self._stored: list[str] = []
         self.redacted: Counter[str] = Counter()
 
@@ -262,8 +263,14 @@ class Guard:
             buf = proj.text
             window = buf[: self.window]
             begin = None
-            if _KEY_HINT.search(buf, 0, self.window + _KEY_LINE_MAX):
-                begin = _key_begin(buf[: self.window + _KEY_LINE_MAX], final)
+            reach = min(len(buf), self.window + _KEY_LINE_MAX)
+            # Text already seen to hold no dash run needs no second look (but its last few
+            # characters may begin one with what follows).
+            seen = max(0, self._no_dashes_until - self._released - 4)
+            if _KEY_HINT.search(buf, seen, reach):
+                begin = _key_begin(buf[:reach], final)
+            else:
+                self._no_dashes_until = self._released + reach
             if begin is not None and begin[0] == 0:
                 if begin[1] == 0:
                     break  # a BEGIN line may be coming: wait for it

@@ -77,6 +77,7 @@ _HEX4 = re.compile(r"[0-9A-Fa-f]{4}")
 _JSON_SPECIAL = re.compile(r"\\|-?[0-9]+(?=[.eE])")
 _JSON_NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]*)?")
 _NUMBER_CHARS = frozenset("0123456789.eE+-")
+_BEFORE_NUMBER = frozenset(":,[ \t\n\r")
 _NUMBER_MAX = 64  # a longer number is shown as written
 
 
@@ -300,8 +301,8 @@ class Projector:
         prints it; the raw length it took, 0 if it is not one, or -1 if it may still grow."""
         m = _JSON_NUMBER.match(raw, j)
         before = raw[j - 1] if j else self._last
-        if m is None or before.isalnum() or before in _NUMBER_CHARS or before == "_":
-            return 0
+        if m is None or before not in _BEFORE_NUMBER:
+            return 0  # a number value follows structure, not text inside a string
         if m.end() == len(raw) and not final:
             return -1 if m.end() - j <= _NUMBER_MAX else 0
         try:

@@ -155,6 +155,18 @@ def find_typed_tokens(text: str) -> Iterable[tuple[int, int, str]]:
 
 
 _NUMBERED = re.compile(r"_[1-9]")
+_SEP = rf"(?:_|{re.escape(ESCAPED_UNDERSCORE)})"
+# A spelled id that ends in its number (`EMAIL_7`, `email\_7`), as a pattern for detectors that
+# look for token spellings in a reply; `ID_RE` still decides which are valid ids.
+SPELLED_TOKEN_ID = rf"[A-Za-z][A-Za-z0-9]*(?:{_SEP}[A-Za-z0-9]+)*?{_SEP}[1-9][0-9]*"
+ID_SEPARATOR = _SEP
+
+
+def token_spelling_id(spelling: str) -> str | None:
+    r"""The canonical id a token spelling stands for (`&lt;email\_7&gt;` -> `EMAIL_7`)."""
+    for _, _, ident in find_typed_tokens(spelling):
+        return ident
+    return spelled_id(spelling.strip())
 
 
 def bare_ids(text: str) -> set[str]:

@@ -21,7 +21,7 @@ import regex
 
 from holdback.detect import validators as v
 from holdback.detect.regex_detector import RegexDetector, whole
-from holdback.tokens import kind_label
+from holdback.tokens import ID_SEPARATOR, SPELLED_TOKEN_ID, kind_label
 
 # -- secrets ---------------------------------------------------------------------------------
 
@@ -297,8 +297,8 @@ def token_detector(kinds: Iterable[str]) -> RegexDetector:
     The output guard redacts those that are not in the conversation's vault: a token the model
     made up must not reach the user as if it meant something, and token text never goes out.
     """
-    sep = r"(?:_|\\_)"
-    ident = rf"[A-Za-z][A-Za-z0-9]*(?:{sep}[A-Za-z0-9]+)*?{sep}[1-9][0-9]*"
+    sep = ID_SEPARATOR
+    ident = SPELLED_TOKEN_ID
     labels = sorted({kind_label(k) for k in kinds}, key=len, reverse=True)
     # Spelled out letter by letter: a case-insensitive group would also match `ſ`, `ı` and the
     # Kelvin sign, which the detector's alphabet (and so the guard's start tables) excludes.

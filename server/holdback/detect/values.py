@@ -13,14 +13,12 @@ tried, in order, only for a number that is not valid in the default region.
 from __future__ import annotations
 
 import ipaddress
-import re
 from collections.abc import Sequence
 
 from holdback.detect.dictionary import normalize_term
 from holdback.detect.normalize import normalize
 from holdback.detect.validators import digits_of, phone_normalized
-
-_TOKEN_ID = re.compile(r"[A-Za-z][A-Za-z0-9_]*_[1-9][0-9]*")
+from holdback.tokens import token_spelling_id
 
 
 def normalize_value(
@@ -29,8 +27,7 @@ def normalize_value(
     if kind == "literal":
         return value
     if kind == "token":
-        ident = _TOKEN_ID.search(value.replace("\\_", "_"))
-        return ident.group().upper() if ident else value
+        return token_spelling_id(value) or value
     text = normalize(value, lookalikes=False).text  # `ännä` and `anna` are different values
     if kind == "email":
         return text.strip().lower()

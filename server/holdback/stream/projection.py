@@ -138,7 +138,8 @@ class Projector:
         if start >= len(self._raw):
             return
         special = self._special
-        if self.mode == "markdown" and self._last in _WS_SET:
+        before = self._raw[start - 1] if start else self._prev
+        if self.mode == "markdown" and before in _WS_SET:
             while start < len(self._raw) and self._raw[start] in _WS_SET:
                 start += 1  # the rest of a whitespace run shows as nothing
             self.done = self._raw_base + start

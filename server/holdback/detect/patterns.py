@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 from collections.abc import Callable, Iterator, Sequence
 
 import regex
@@ -23,6 +24,7 @@ from holdback.detect.regex_detector import (
     RegexDetector,
     after_number,
     glued,
+    in_context,
     whole,
 )
 from holdback.detect.secrets import (
@@ -208,7 +210,8 @@ def _card_begins(text: str, start: int) -> bool:
 
 
 _DIGIT_GROUP = regex.compile(r"[0-9]+")
-_card_ok = functools.lru_cache(maxsize=4096)(v.credit_card_ok)
+_NOT_DIGITS = regex.compile(r"[^0-9]+")
+_card_ok = functools.lru_cache(maxsize=1 << 15)(v.credit_card_ok)
 
 
 def _cards(m: regex.Match[str]) -> list[tuple[int, int]] | None:
@@ -217,44 +220,65 @@ def _cards(m: regex.Match[str]) -> list[tuple[int, int]] | None:
     groups of 2 to 6, Luhn, an issuer's prefix). A last group glued to the word after it
     belongs to that word. Each start looks at the few stretches of 13 to 19 digits, each
     checked by Luhn in constant time, so a run of n groups costs O(n)."""
-    if m.end() - m.start() < 13:
+    if m.end() - m.start() < 13 or len(_NOT_DIGITS.sub("", m.group())) < 13:
         return None
     text = m.string
     groups = [g.span() for g in _DIGIT_GROUP.finditer(text, m.start(), m.end())]
     if glued(m):
         groups.pop()
-    offsets = [0]
-    for a, b in groups:
-        offsets.append(offsets[-1] + b - a)
-    if offsets[-1] < 13:
+    offsets = [0, *itertools.accumulate(b - a for a, b in groups)]
+    total = offsets[-1]
+    if total < 13:
         return None
-    luhn = v.LuhnSums("".join(text[a:b] for a, b in groups))
+    digits = "".join(text[a:b] for a, b in groups)
+    # Constant-time Luhn over slices pays off for runs with many candidates only.
+    luhn = v.LuhnSums(digits) if len(digits) > 40 else None
     count = len(groups)
     # grouped[k]: the first group from k on that no grouped card number has (not 2-6 digits)
     grouped = [count] * (count + 1)
     for k in range(count - 1, -1, -1):
         grouped[k] = k if not 2 <= offsets[k + 1] - offsets[k] <= 6 else grouped[k + 1]
     found: list[tuple[int, int]] = []
+    sums = luhn.sums if luhn else None
+    brand_ok = v.card_brand_ok
+    lo = hi = 1  # candidate ends (group indices) with 13..19 digits, kept as the start moves
     for i, (start, _) in enumerate(groups):
         base = offsets[i]
-        if offsets[-1] - base < 13 or not _card_begins(text, start):
+        if total - base < 13:
+            break  # too few digits left for any card number
+        if (i or start) and text[start - 1] != " " and not _card_begins(text, start):
             continue
         # stretches of groups i..j-1 with 13 to 19 digits, longest first
-        lo = bisect.bisect_left(offsets, base + 13, i + 1)
-        hi = bisect.bisect_right(offsets, base + 19, lo) - 1
+        if lo <= i:
+            lo = i + 1
+        while offsets[lo] < base + 13:
+            lo += 1
+        if hi < lo:
+            hi = lo
+        while hi < count and offsets[hi + 1] <= base + 19:
+            hi += 1
         for j in range(hi, lo - 1, -1):
-            if j > i + 1 and grouped[i] < j:
-                continue  # a group on the way is no card group
-            if luhn.ok(base, offsets[j]) and _card_ok(text[start : groups[j - 1][1]]):
+            end = offsets[j]
+            if end - base > 19 or (j > i + 1 and grouped[i] < j):
+                continue  # too long, or a group on the way is no card group
+            if sums is not None:
+                weights = sums[(end - 1) & 1]
+                passes = (weights[end] - weights[base]) % 10 == 0
+            else:
+                passes = v.luhn_ok(digits[base:end])
+            if passes and brand_ok(digits[base:end]) and _card_ok(text[start : groups[j - 1][1]]):
                 found.append((start, groups[j - 1][1]))
                 break
     return found or None
 
 
+_CARD_PATTERN = regex.compile(rf"[0-9](?<![{_CARD_BEFORE}](?s:.))[0-9]*+(?:{_SEP}[0-9]++)*+")
+
 CREDIT_CARD = RegexDetector(
     "credit_card",
-    regex.compile(rf"[0-9](?<![{_CARD_BEFORE}](?s:.))[0-9]*+(?:{_SEP}[0-9]++)*+"),
-    _cards,
+    _CARD_PATTERN,
+    # A run is judged with the two characters before it (`_card_begins`) and the one after.
+    in_context(_cards, before=2, after=1),
     alphabet=r"[0-9 \-./\u2013]",
     starts=rf"(?<![{_CARD_BEFORE}])[0-9]",
     gate="[0-9]",
@@ -293,7 +317,7 @@ IBAN = RegexDetector(
     alphabet=r"[A-Za-z0-9 ]",
     starts=r"(?<![A-Za-z0-9])[A-Za-z]",
     needs="[0-9]",
-    hint=rf"(?<![A-Za-z0-9])(?={_COUNTRY}[0-9]{{2}})",
+    hint=r"(?<![A-Za-z0-9])(?=[A-Za-z]{2}[0-9]{2})",
 )
 
 _SSN_BEFORE = r"0-9A-Za-z"
@@ -377,7 +401,7 @@ def _other_value(text: str, digits: int) -> bool:
 class _Run:
     """One run of digit groups, split into phone numbers (see `_phones`)."""
 
-    __slots__ = ("digits", "ends", "next_same", "ok", "ones", "other", "seps", "starts", "text")
+    __slots__ = ("digits", "ends", "marks", "ok", "ones", "other", "seps", "starts", "text")
 
     def __init__(self, text: str, spans: list[tuple[int, int]], ok: Callable[[str], bool]):
         self.text = text
@@ -386,20 +410,28 @@ class _Run:
         self.ends = [e for _, e in spans]
         # seps[k]: what comes between group k-1 and group k ("" before the first)
         self.seps = [""] + [text[spans[k - 1][1] : spans[k][0]] for k in range(1, len(spans))]
-        self.digits = [0]
-        self.ones = [0]
-        for s, e in spans:
-            n = e - s - (text[s] in "+(") - (text[e - 1] == ")")
-            self.digits.append(self.digits[-1] + n)
-            self.ones.append(self.ones[-1] + (n == 1))
-        # next_same[k]: the next group after k whose separator before it is the one before k
-        count = len(spans)
-        self.next_same = [count] * count
-        last: dict[str, int] = {}
-        for k in range(count - 1, 0, -1):
-            self.next_same[k] = last.get(self.seps[k], count)
-            last[self.seps[k]] = k
+        sizes = [e - s - (text[s] in "+(") - (text[e - 1] == ")") for s, e in spans]
+        self.digits = [0, *itertools.accumulate(sizes)]
+        self.ones = [0, *itertools.accumulate(n == 1 for n in sizes)]
+        # marks: the separators (by the group they come before) that hold formatting; inside
+        # a run, brackets and `+` are never in a group but the first
+        self.marks = [
+            k for k, sep in enumerate(self.seps) if sep != " " and not _FORMATTING.isdisjoint(sep)
+        ]
         self.other: dict[tuple[int, int], bool] = {}
+
+    def next_mark(self, k: int) -> int:
+        """The first separator from group k on that holds formatting (the group count if none)."""
+        at = bisect.bisect_left(self.marks, k)
+        return self.marks[at] if at < len(self.marks) else len(self.starts)
+
+    def next_same(self, i: int, hi: int) -> int:
+        """The first group after i (up to hi) whose separator before it is the one before i."""
+        sep, seps = self.seps[i], self.seps
+        for k in range(i + 1, hi):
+            if seps[k] == sep:
+                return k
+        return hi
 
     def segment(self, i: int, j: int) -> str:
         return self.text[self.starts[i] : self.ends[j - 1]]
@@ -414,18 +446,25 @@ class _Run:
         out.reverse()
         return out
 
-    def phone(self, i: int, j: int) -> bool:
+    def phone(self, i: int, j: int, *, apart: bool = False) -> bool:
+        """Whether groups i..j-1 are a phone number. `apart`: after groups that are no value,
+        where only a number its own formatting sets apart counts, and its formatting must be
+        of one kind (`2024 415-555-2671`, not `12 415.555-2671`)."""
         digits = self.digits[j] - self.digits[i]
         if not 7 <= digits <= _PHONE_DIGITS or j - i > _PHONE_GROUPS:
             return False
         if self.ones[j] - self.ones[i] > 2:
             return False  # `1 2 3 4 5 6 7` is not how anyone prints a number
+        if apart and len({sep.strip() for sep in self.seps[i + 1 : j]} - {""}) > 1:
+            return False
         return self.ok(self.segment(i, j))
 
     def other_value(self, i: int, j: int) -> bool:
+        digits = self.digits[j] - self.digits[i]
+        if digits != 9 and not 13 <= digits <= 19:
+            return False
         known = self.other.get((i, j))
         if known is None:
-            digits = self.digits[j] - self.digits[i]
             known = self.other[(i, j)] = _other_value(self.segment(i, j), digits)
         return known
 
@@ -453,11 +492,13 @@ def _phones(ok: Callable[[str], bool]) -> Check:
     its own detector). After groups that are no value, only a number that its own formatting
     sets apart is taken: `2024 415-555-2671` holds one, `2024 415 555 2671` none.
     """
-    cached = functools.lru_cache(maxsize=4096)(ok)
+    # A frame of 64 KiB holds up to some 20,000 candidates, and is often read twice (as
+    # typed, and as the page shows it): the cache holds a frame's worth.
+    cached = functools.lru_cache(maxsize=1 << 15)(ok)
 
     def run(m: regex.Match[str]) -> list[tuple[int, int]] | None:
-        if m.end() - m.start() < 8:
-            return None  # seven digits and a separator, or a `+`, at least
+        if m.end() - m.start() < 8 or len(_NOT_DIGITS.sub("", m.group())) < 7:
+            return None  # seven digits, and a separator or a `+`, at least
         text = m.string
         tokens = [t.span() for t in _TOKEN.finditer(text, m.start(), m.end())]
         if glued(m):
@@ -465,18 +506,17 @@ def _phones(ok: Callable[[str], bool]) -> Check:
         if not tokens or (len(tokens) == 1 and text[tokens[0][0]] != "+"):
             return None  # one group is a phone number only after a `+`
         main = len(tokens)
-        for k in range(1, len(tokens)):
-            if "/" in text[tokens[k - 1][1] : tokens[k][0]]:
-                main = k
-                break
+        slash = text.find("/", m.start(), m.end())
+        if slash != -1:  # the groups after the first slash are the tails of more numbers
+            main = bisect.bisect_left(tokens, (slash, slash))
         r = _Run(text, tokens[:main], cached)
         found: list[tuple[int, int]] = []
         lo = 0
-        for hi in range(1, main + 1):
-            if hi == main or r.seps[hi] in _BREAKS:
-                clean = lo > 0 or not after_number(text, r.starts[0])
-                found += _split(r, lo, hi, clean)
-                lo = hi
+        breaks = [k for k in range(1, main) if r.seps[k] in _BREAKS]
+        for hi in [*breaks, main]:
+            clean = lo > 0 or not after_number(text, r.starts[0])
+            found += _split(r, lo, hi, clean)
+            lo = hi
         spans = [(r.starts[i], r.ends[j - 1]) for i, j in found]
         if found and found[-1][1] == main and main < len(tokens):
             spans += _after_slash(text, spans[-1], tokens[main:], cached)
@@ -505,12 +545,20 @@ def _split(r: _Run, lo: int, hi: int, clean: bool) -> list[tuple[int, int]]:
         else:
             # Set apart by its formatting: the separator before it is none of its own (so it
             # ends before that separator comes again), and it ends where its formatting does.
-            top = min(r.next_same[i], hi, i + _PHONE_GROUPS)
+            # No formatting within reach: no start before it can take one in.
+            if r.text[r.starts[i]] not in "+(":
+                mark = r.next_mark(i + 1)
+                if mark >= hi:
+                    break
+                if mark - i >= _PHONE_GROUPS:
+                    i = mark - _PHONE_GROUPS + 1
+                    continue
+            top = r.next_same(i, min(hi, i + _PHONE_GROUPS))
             for j in range(top, i + 1, -1):
                 digits = r.digits[j] - r.digits[i]
                 if digits < 7:
                     break
-                if r.formatted(i, j) and r.ends_here(i, j, hi) and r.phone(i, j):
+                if r.formatted(i, j) and r.ends_here(i, j, hi) and r.phone(i, j, apart=True):
                     found.append((i, j))
                     took = j
                     break
@@ -580,10 +628,12 @@ def make_phone(regions: Sequence[str] = ("US",)) -> RegexDetector:
     """Phone numbers of every region listed; the first is the default (see
     `validators.phone_number_ok`)."""
     codes = tuple(regions) or ("US",)
+    pattern = regex.compile(PHONE_PATTERN)
     return RegexDetector(
         "phone",
-        regex.compile(PHONE_PATTERN),
-        _phones(_phone_ok(codes)),
+        pattern,
+        # A run is judged with the two characters before it (`after_number`) and the one after.
+        in_context(_phones(_phone_ok(codes)), before=2, after=1),
         alphabet=r"[0-9 ().+\-\u2013/]",
         starts=PHONE_STARTS,
         lookback=64,

@@ -204,45 +204,31 @@ def glued(m: regex.Match[str]) -> bool:
     return bool(after) and ((after.isascii() and after.isalnum()) or after == "@")
 
 
-_DIGITS = regex.compile(r"[0-9]+")
-
-
-def group_prefixes(
-    check: Callable[[str], bool],
-    *,
-    max_digits: int,
-    begins: Callable[[str, int], bool],
-) -> Check:
-    """A run check for numbers printed in digit groups (card numbers): every start inside the
-    run (a group that `begins`, given the text and its offset: the pattern's look-behind, and
-    any rule on the characters before it) reports the longest stretch of whole groups, at most
-    `max_digits` digits, that passes `check`.
-
-    A last group glued to the word after it belongs to that word, never to the value. Each
-    start tries at most one candidate per group within reach, so a run of n groups costs O(n).
-    """
-    cached = functools.lru_cache(maxsize=4096)(check)
+def in_context(check: Check, *, before: int, after: int) -> Check:
+    """`check`, remembered: a check that reads at most `before` characters before its match
+    and `after` after it answers alike for the same run in the same context, so a text read
+    twice (as typed and as shown) or a run met again costs one check. Runs of up to 256
+    characters are remembered, a few thousand at a time (the memory starts over when full)."""
+    known: dict[tuple[str, str, str], tuple[tuple[int, int], ...] | None] = {}
 
     def run(m: regex.Match[str]) -> list[tuple[int, int]] | None:
+        start, end = m.span()
+        if end - start > 256:
+            found = check(m)
+            return found if found is None or isinstance(found, list) else [found]
         text = m.string
-        groups = [g.span() for g in _DIGITS.finditer(text, m.start(), m.end())]
-        if glued(m):
-            groups.pop()
-        found: list[tuple[int, int]] = []
-        for i, (start, _) in enumerate(groups):
-            if not begins(text, start):
-                continue
-            ends: list[int] = []
-            digits = 0
-            for g_start, g_end in groups[i:]:
-                digits += g_end - g_start
-                if digits > max_digits:
-                    break
-                ends.append(g_end)
-            for end in reversed(ends):
-                if cached(text[start:end]):
-                    found.append((start, end))
-                    break
-        return found or None
+        key = (text[max(0, start - before) : start], m.group(), text[end : end + after])
+        spans = known.get(key, _UNKNOWN)
+        if spans is _UNKNOWN:
+            found = check(m)
+            listed = found if found is None or isinstance(found, list) else [found]
+            spans = None if listed is None else tuple((a - start, b - start) for a, b in listed)
+            if len(known) >= 1 << 13:
+                known.clear()
+            known[key] = spans
+        return None if spans is None else [(a + start, b + start) for a, b in spans]
 
     return run
+
+
+_UNKNOWN: tuple[tuple[int, int], ...] = ((-1, -1),)

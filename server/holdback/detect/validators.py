@@ -50,8 +50,11 @@ _GROUPS = re.compile(r"[0-9]+")
 _SEPARATORS = re.compile(r"[^0-9]+")
 
 
+_NOT_DIGITS = re.compile(r"[^0-9]+")
+
+
 def digits_of(text: str) -> str:
-    return "".join(c for c in text if "0" <= c <= "9")
+    return _NOT_DIGITS.sub("", text)
 
 
 def luhn_ok(digits: str) -> bool:
@@ -69,37 +72,30 @@ _DOUBLED = [0, 2, 4, 6, 8, 1, 3, 5, 7, 9]
 
 class LuhnSums:
     """Luhn checks of every slice of one digit string, each in O(1) after an O(n) pass: a run
-    of digit groups holds O(n) candidate card numbers, and each is checked in constant time."""
+    of digit groups holds O(n) candidate card numbers, and each is checked in constant time.
 
-    __slots__ = ("_double", "_plain")
+    A slice ending at `end` counts its digits at positions of the parity of `end - 1` as they
+    are and the others doubled, so two prefix sums answer every slice: `sums[0]` weighs even
+    positions plain and odd ones doubled, `sums[1]` the other way round."""
+
+    __slots__ = ("sums",)
 
     def __init__(self, digits: str) -> None:
-        # _plain[q][i]: sum of digits at p < i with p % 2 == q; _double[q][i]: of their doubles
         values = [ord(c) - 48 for c in digits]
         doubles = [_DOUBLED[d] for d in values]
-        self._plain = [
-            list(
-                itertools.accumulate(
-                    (d if p % 2 == q else 0 for p, d in enumerate(values)), initial=0
-                )
-            )
-            for q in (0, 1)
-        ]
-        self._double = [
-            list(
-                itertools.accumulate(
-                    (d if p % 2 == q else 0 for p, d in enumerate(doubles)), initial=0
-                )
-            )
-            for q in (0, 1)
-        ]
+        even_plain, odd_plain = values[:], doubles[:]
+        even_plain[1::2] = doubles[1::2]
+        odd_plain[1::2] = values[1::2]
+        self.sums = (
+            list(itertools.accumulate(even_plain, initial=0)),
+            list(itertools.accumulate(odd_plain, initial=0)),
+        )
 
     def ok(self, start: int, end: int) -> bool:
         """Whether digits[start:end] passes Luhn: the last digit and every second one before it
         count as they are, the others doubled."""
-        r = (end - 1) % 2
-        plain, double = self._plain[r], self._double[1 - r]
-        return (plain[end] - plain[start] + double[end] - double[start]) % 10 == 0
+        sums = self.sums[(end - 1) & 1]
+        return (sums[end] - sums[start]) % 10 == 0
 
 
 def card_brand_ok(digits: str) -> bool:
@@ -196,10 +192,17 @@ class _Region:
     country_code: str
     trunk: str  # the trunk prefix its national numbers are written with ("" if none is needed)
     lengths: frozenset[int]  # every length a valid national significant number has
-    general: re.Pattern[str]  # every valid national significant number matches it
+    general: re.Pattern[str]  # every valid national significant number matches it (its type)
     strip: re.Pattern[str] | None  # what parsing strips as a national prefix
     international: re.Pattern[str]  # the region's own international call prefix
     exact: bool  # False: parsing may rewrite the number, so nothing is ruled out early
+
+
+# The number types `phonenumbers.is_valid_number` accepts a number as (`_number_type_helper`).
+_NUMBER_TYPES = (
+    "premium_rate", "toll_free", "shared_cost", "voip", "personal_number", "pager", "uan",
+    "voicemail", "fixed_line", "mobile",
+)  # fmt: skip
 
 
 @functools.lru_cache(maxsize=512)
@@ -211,17 +214,22 @@ def _region(region: str) -> _Region | None:
     trunk = md.national_prefix or ""
     # A number read in one region is valid if it is valid in any region of its country code
     # (Jamaica's 441 numbers are Bermuda's), so what every valid number has is theirs together.
+    # A valid number matches one of the descriptions of its region's number types (fixed
+    # line, mobile, toll free, ...): their patterns together rule out the most.
     lengths: set[int] = set()
     patterns: list[str] = []
     exact = True
     for other in phonenumbers.region_codes_for_country_code(md.country_code):
         omd = PhoneMetadata.metadata_for_region(other)
         desc = omd.general_desc if omd is not None else None
-        if desc is None or not desc.national_number_pattern or not desc.possible_length:
+        if omd is None or desc is None or not desc.possible_length:
             exact = False
             continue
         lengths.update(n for n in desc.possible_length if n > 0)
-        patterns.append(f"(?:{desc.national_number_pattern})")
+        for kind in _NUMBER_TYPES:
+            typed = getattr(omd, kind, None)
+            if typed is not None and typed.national_number_pattern:
+                patterns.append(f"(?:{typed.national_number_pattern})")
     npp = md.national_prefix_for_parsing or md.national_prefix
     return _Region(
         country_code=country_code,
@@ -239,21 +247,14 @@ def phone_region_known(region: str) -> bool:
     return region in phonenumbers.SUPPORTED_REGIONS
 
 
-def phone_possible(text: str, region: str) -> bool:
-    """False only when phonenumbers, parsing `text` in `region`, cannot find it valid: a
-    national number (no `+`, no international prefix) whose every reading (as written, without
-    the country code, without the trunk prefix once or twice, or both) has a length or shape
-    no number of the region has. A cheap necessary condition of `phone_ok`."""
-    facts = _region(region)
-    if facts is None or not facts.exact or text.lstrip().startswith("+"):
-        return True
-    digits = digits_of(text)
-    if facts.international.match(digits):
-        return True
+def _readable(facts: _Region, digits: str, *, national: bool) -> bool:
+    """Whether some reading of `digits` has the length and shape of the region's numbers: as
+    written, without the country code (for a national number), without the trunk prefix once
+    or twice (parsing may strip it after the country code, and again), or both."""
     readings = [digits]
-    if digits.startswith(facts.country_code):
+    if national and digits.startswith(facts.country_code):
         readings.append(digits[len(facts.country_code) :])
-    if facts.strip is not None:  # parsing may strip it twice: after the country code, and again
+    if facts.strip is not None:
         for reading in readings[:]:
             for _ in range(2):
                 m = facts.strip.match(reading)
@@ -262,6 +263,28 @@ def phone_possible(text: str, region: str) -> bool:
                 reading = reading[m.end() :]
                 readings.append(reading)
     return any(len(r) in facts.lengths and facts.general.fullmatch(r) for r in readings)
+
+
+def phone_possible(text: str, region: str) -> bool:
+    """False only when phonenumbers, parsing `text` in `region`, cannot find it valid: its
+    national number, in every reading `_readable` tries, has a length or shape no number of its
+    country has (after `+`, the country is the code that follows; else `region`, unless the
+    number starts with the region's international prefix). A cheap necessary condition of
+    `phone_ok`: only a number it lets through is parsed."""
+    digits = digits_of(text)
+    if text.lstrip().startswith("+"):
+        for n in (1, 2, 3):  # country calling codes are prefix-free
+            regions = phonenumbers.COUNTRY_CODE_TO_REGION_CODE.get(int(digits[:n] or "0"))
+            if regions:
+                facts = _region(regions[0])
+                if facts is None or not facts.exact:
+                    return True
+                return _readable(facts, digits[n:], national=False)
+        return False  # no country has this code
+    facts = _region(region)
+    if facts is None or not facts.exact or facts.international.match(digits):
+        return True
+    return _readable(facts, digits, national=True)
 
 
 def phone_ok(text: str, region: str) -> bool:
@@ -278,6 +301,8 @@ def phone_ok(text: str, region: str) -> bool:
 def _international(text: str) -> str | None:
     """`0049 30 …` or `011 44 …` as `+49 30 …`, `+44 …`; None if not so prefixed."""
     body = text.lstrip()
+    if body[:1] != "0":
+        return None
     for prefix in INTERNATIONAL_PREFIXES:
         if digits_of(body[: len(prefix) + 3]).startswith(prefix):
             rest, taken = body, 0
@@ -352,7 +377,17 @@ def phone_number_ok(text: str, regions: Sequence[str]) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=4096)
+def _phone_normalized(text: str, region: str, others: tuple[str, ...]) -> str:
+    return _normalize_phone(text, region, others)
+
+
 def phone_normalized(text: str, region: str, others: Sequence[str] = ()) -> str:
+    """E.164 for a phone number (see `_normalize_phone`); a text is normalized once."""
+    return _phone_normalized(text, region, tuple(others))
+
+
+def _normalize_phone(text: str, region: str, others: Sequence[str]) -> str:
     """E.164 for a phone number, read in the default `region` first (then, if it is not a
     valid number there, in `others`, as `phone_number_ok` reads them), so one number always
     gets one form: `+1 415 555 2671`, `(415) 555-2671` and `011 1 415 555 2671` alike."""

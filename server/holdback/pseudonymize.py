@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 
 from holdback.detect import DetectorSet, Finding, default_detectors
 from holdback.detect.values import normalize_value
-from holdback.stream.projection import Projector
 from holdback.stream.restorer import find_forms, restore
 from holdback.tokens import (
     TOKEN_RE,
@@ -126,28 +125,10 @@ class Pseudonymizer:
                 if seen is text:
                     return found
         found = self.detectors.detect(text)
-        found = self.detectors.resolve([*found, *self._shown(text), *self._typed_tokens(text)])
+        found = self.detectors.resolve([*found, *self._typed_tokens(text)])
         with self._lock:
             self._recent = [(text, found), *self._recent[: self.RECENT - 1]]
         return found
-
-    def _shown(self, text: str) -> list[Finding]:
-        """Values the model would read once markdown and entities are decoded.
-
-        The model reads `ann&#64;example.org` and `**ann**@example.org` as the address they
-        spell, just as the browser shows them, so the user's text is also screened through the
-        same projection the guard uses. A finding there masks the raw text that spells it; its
-        value is the decoded one (the message itself still reads back as typed).
-        """
-        shown = Projector("markdown")
-        shown.extend(text, final=True)
-        if shown.text == text:
-            return []
-        out = []
-        for f in self.detectors.detect(shown.text):
-            start, end = shown.lo[f.start], shown.hi[f.end - 1]
-            out.append(Finding(start, end, f.kind, f.value))
-        return out
 
     def _normalized(self, f: Finding) -> str:
         return normalize_value(f.kind, f.value, phone_region=self.phone_region)

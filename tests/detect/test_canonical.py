@@ -113,24 +113,3 @@ def test_every_canonical_character_maps_back_to_the_original_it_came_from(text: 
     # Offsets never go backwards.
     origin = norm.origin or list(range(len(text)))
     assert origin == sorted(origin)
-
-
-@pytest.mark.parametrize(
-    "spelling",
-    [
-        "ann&#64;example.org",
-        "ann&commat;example.org",
-        "ann@example\\.org",
-        "**ann**@example.org",
-        "[ann](https://example.net/)@example.org",
-    ],
-)
-def test_the_model_is_never_sent_a_value_it_would_read_through_markdown(spelling: str) -> None:
-    vault = Vault()
-    masked, found = Pseudonymizer(DETECTORS).pseudonymize(f"Write to {spelling} today.", vault)
-    assert [m.kind for m in found] == ["email"]
-    assert "ann" not in masked
-    assert masked.endswith(" today.")
-    # Every spelling is the same address, so it gets the same token.
-    again, _ = Pseudonymizer(DETECTORS).pseudonymize("and ann@example.org too", vault)
-    assert again == "and <EMAIL_1> too"

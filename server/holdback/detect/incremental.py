@@ -27,6 +27,8 @@ when the caller scans a final window itself (`forget()`). Positions kept are str
 
 from __future__ import annotations
 
+import regex
+
 from holdback.detect import traits
 from holdback.detect.base import Finding
 from holdback.detect.detectors import DetectorSet, settle
@@ -54,6 +56,10 @@ class StreamScanner:
         self._terms: dict[int, TermMatcher] = {}
         self._others: list[int] = []
         self._short = [d.short if isinstance(d, RegexDetector) else 0 for d in self._parts]
+        self._word_runs = [
+            regex.compile(f"(?:{d.word})*+") if isinstance(d, RegexDetector) and d.word else None
+            for d in self._parts
+        ]
         self._pattern_bits = self._word_bits = self._needs_bits = self._term_bits = 0
         self._behind_bits = self._always = 0
         for j, d in enumerate(self._parts):
@@ -76,6 +82,7 @@ class StreamScanner:
         """Drop what earlier scans proved; the next scan starts afresh."""
         n = len(self._parts)
         self._text: str | None = None
+        self._plain = False  # the last scan's normalized text is its text
         self._offset = self._pos = self._end = self._held = 0
         self._starts: list[int] = []  # candidate positions, in order, from the held text on
         self._masks: list[int] = []  # for each: the detectors not yet ruled out there
@@ -86,10 +93,12 @@ class StreamScanner:
         self._first_drop = [-1] * n  # the first such in the held text, if still so
         self._due = 0  # may have findings: a `needs` character and a ruled-out start in reach
         self._folded: str | None = None
+        # The first candidate and a `word` detector that kept it open, when that decided it.
+        self._word_open: tuple[int, int] | None = None
 
     def scan(self, text: str, start: int, offset: int) -> tuple[list[Finding], int]:
         """The findings and the hold `DetectorSet.scan(text, start, final=False)` reports."""
-        norm = text if text.isascii() and text.isprintable() else self._normalized(text, offset)
+        norm = self._normalized(text, offset)
         if norm is None or _SIGMA in norm:
             self.forget()
             whole = self.detectors.scan(text, start, final=False)
@@ -101,6 +110,16 @@ class StreamScanner:
             self._word_from = [pos] * len(self._parts)
             self._read_context(norm, offset, pos)
         self._text, self._offset, self._pos, self._folded = norm, offset, pos, None
+        self._plain = norm is text
+        word = self._word_open
+        if word is not None and word[0] == pos and not self._others:
+            run = self._word_runs[word[1]]
+            if run is not None and run.fullmatch(norm, self._end - offset) is not None:
+                # The held text starts at a start that the `word` rule keeps open, and only
+                # its word characters came: it is still open, and nothing starts before it.
+                # The new text is read when a scan needs it.
+                self._held = pos
+                return [], start
         self._read(norm, offset, self._end, pos)
         self._end = end
         hold = self._first_open(norm, offset, pos, end)
@@ -127,8 +146,13 @@ class StreamScanner:
             skip = offset - self._offset
             kept = len(old) - skip
             if skip >= 0 and 0 <= kept <= len(text):
-                tail = normalize_in_place(text[kept:])
-                return None if tail is None else old[skip:] + tail
+                tail = text[kept:]
+                if tail.isascii() and tail.isprintable():  # nothing in it changes
+                    return text if self._plain else old[skip:] + tail
+                norm = normalize_in_place(tail)
+                return None if norm is None else old[skip:] + norm
+        if text.isascii() and text.isprintable():
+            return text
         return normalize_in_place(text)
 
     def _read_context(self, text: str, offset: int, pos: int) -> None:
@@ -147,7 +171,7 @@ class StreamScanner:
         candidate starts, where runs of each alphabet and of each `word` class end, and the
         last `needs` characters."""
         tables = self._tables
-        near = tables.near
+        near, info_of = tables.near.get, tables.info
         alpha_left, word_left, needs_left = self._pattern_bits, self._word_bits, self._needs_bits
         events: list[tuple[int, int, int, int]] = []  # where something ends or is needed
         starts: list[int] = []
@@ -155,9 +179,9 @@ class StreamScanner:
         for i in range(len(text) - 1, lo - offset - 1, -1):
             if i:
                 key = text[i - 1 : i + 2]  # the last character has no character after it yet
-                info = near.get(key) or tables.info(key, 1)
+                info = near(key) or info_of(key, 1)
             else:
-                info = tables.info(text[:2], 0)
+                info = info_of(text[:2], 0)
             mask, alpha, word, needs = info
             if mask:
                 starts.append(i + offset)
@@ -177,15 +201,17 @@ class StreamScanner:
             self._masks += masks
         if not events:
             return
-        live = 0
-        for mask in self._masks:
-            live |= mask
+        live = -1  # the detectors with candidates, found when first needed
         word_from, cut = self._word_from, self._cut
         for at, broken, ended, needs in events:
             # Only a detector with candidates has use for where its run of alphabet ends.
-            for j in _bits(broken & live):
+            if broken and live < 0:
+                live = 0
+                for mask in self._masks:
+                    live |= mask
+            for j in _BITS[broken & live]:
                 cut[j] = at + 1
-            for j in _bits(ended):
+            for j in _BITS[ended]:
                 word_from[j] = at + 1
             if needs:
                 self._needles(needs, at, pos)
@@ -194,7 +220,7 @@ class StreamScanner:
         """Note the last `needs` character of the detectors of `mask`."""
         dropped, needle = self._dropped, self._needle
         due = mask & self._behind_bits  # a run from before the held text may take it in
-        for j in _bits(mask):
+        for j in _BITS[mask]:
             needle[j] = at
             if dropped[j] >= pos:
                 due |= 1 << j
@@ -204,7 +230,7 @@ class StreamScanner:
         """Note that the detectors of `mask` are ruled out at `at`, where a match may begin."""
         dropped, first, needle = self._dropped, self._first_drop, self._needle
         due = mask & self._term_bits  # a term can only be where a start was ruled out
-        for j in _bits(mask):
+        for j in _BITS[mask]:
             if dropped[j] < pos:
                 first[j] = at
             dropped[j] = at
@@ -219,31 +245,37 @@ class StreamScanner:
         words, word_from, short = self._word_bits, self._word_from, self._short
         char = self._tables.char
         rel_end = end - offset
-        cut = self._cut
+        cut, terms = self._cut, self._term_bits
         for k, s in enumerate(starts):
             if s < pos:
                 continue
             mask = masks[k]
             # First the `word` rule, which needs no pattern: where a word detector is open
             # by it, nothing else needs asking.
-            for j in _bits(mask & words):
+            for j in _BITS[mask & words]:
                 if s >= word_from[j]:
                     del starts[:k], masks[:k]
                     masks[0] = mask
+                    self._word_open = (s, j)
                     return s
                 if word_from[j] - 1 - s < short[j] and char(text[s - offset])[1] >> j & 1:
                     cut[j] = max(cut[j], s + 1)  # its run of `word` characters ended too soon
-            for j in _bits(mask):
+            for j in _BITS[mask]:
                 if s >= cut[j] and self._is_open(j, text, s, offset, rel_end):
                     if mask != masks[k]:
                         self._drop(self._may_begin(masks[k] ^ mask, text, s, offset), s, pos)
                     del starts[:k], masks[:k]
                     masks[0] = mask
+                    self._word_open = None
                     return s
                 mask ^= 1 << j
-            self._drop(self._may_begin(masks[k], text, s, offset), s, pos)
+            mask = masks[k]
+            if mask & terms and self._folded is not None:
+                mask = self._may_begin(mask, text, s, offset)
+            self._drop(mask, s, pos)
         starts.clear()
         masks.clear()
+        self._word_open = None
         return end
 
     def _may_begin(self, mask: int, text: str, s: int, offset: int) -> int:
@@ -251,7 +283,7 @@ class StreamScanner:
         longer open, all the terms that begin there are in the text."""
         terms = mask & self._term_bits
         if terms and self._folded is not None:
-            for j in _bits(terms):
+            for j in _BITS[terms]:
                 if not self._terms[j].begins_term(self._folded, s - offset, len(text)):
                     mask &= ~(1 << j)
         return mask
@@ -268,11 +300,12 @@ class StreamScanner:
         """The findings of the detectors that may have some: they start before the hold (a
         finding that starts after it cannot change the scan, once settled)."""
         rel_pos, rel_end, rel_hold = pos - offset, len(text), hold - offset
-        for j in _bits(self._due | self._always):
+        patterns, dropped = self._patterns, self._dropped
+        for j in _BITS[self._due | self._always]:
             bit = 1 << j
-            d = self._patterns.get(j)
+            d = patterns.get(j)
             if d is None:
-                if self._dropped[j] < pos:
+                if dropped[j] < pos:
                     self._due &= ~bit
                     continue
                 if self._folded is None:
@@ -281,12 +314,13 @@ class StreamScanner:
                 found.extend(f for f in terms if f.start < rel_hold)
                 continue
             needle = self._needle[j]
-            if d.needs is None or (needle >= pos and self._dropped[j] >= pos):
+            if d.needs is None or (needle >= pos and dropped[j] >= pos):
                 # A match begins where the detector was ruled out: from the first such on,
                 # unless a match from before `pos` can reach past it (the look-back's case).
                 run = self._run_before(j, d, text, offset, pos) if d.lookback else pos
                 since = None if run < pos else max(pos, self._first_drop[j]) - offset
-                found.extend(d.decided(text, rel_pos, rel_end, rel_hold, since=since))
+                if since is None or since < rel_hold:  # else no finding starts before the hold
+                    found.extend(d.decided(text, rel_pos, rel_end, rel_hold, since=since))
             elif d.lookback and max(offset, pos - d.lookback) <= needle < pos < hold:
                 if self._run_before(j, d, text, offset, pos) <= needle:
                     found.extend(d.decided(text, rel_pos, rel_end, rel_hold))
@@ -310,14 +344,14 @@ class StreamScanner:
         return m.start() + offset if m is not None and m.start() < rel_pos else pos
 
 
-_INDICES: dict[int, tuple[int, ...]] = {}
+class _Indices(dict[int, tuple[int, ...]]):
+    """The detectors of a mask, by subscript (masks recur, so their lists are kept)."""
 
-
-def _bits(mask: int) -> tuple[int, ...]:
-    """The detectors of a mask (masks recur, so their lists are kept)."""
-    indices = _INDICES.get(mask)
-    if indices is None:
+    def __missing__(self, mask: int) -> tuple[int, ...]:
         indices = tuple(j for j in range(mask.bit_length()) if mask >> j & 1)
-        if len(_INDICES) < 1 << 16:
-            _INDICES[mask] = indices
-    return indices
+        if len(self) < 1 << 16:
+            self[mask] = indices
+        return indices
+
+
+_BITS = _Indices()

@@ -226,6 +226,7 @@ class Guard:
         """Take restorer output: each piece's text, and the token id of a restored value."""
         self._check_open()
         proj = self._proj
+        fed = False
         for text, ident in pieces:
             if not text:
                 continue
@@ -233,7 +234,11 @@ class Guard:
                 end = proj.raw_base + len(proj.raw)
                 self._restored.append((end, end + len(text), ident))
             proj.extend(text)
-        self._screen_destinations()
+            fed = True
+        if not fed:
+            return ""  # each scan ends where only more text can decide more
+        if proj.destinations:
+            self._screen_destinations()
         return self._run(final=False)
 
     def flush(self) -> str:

@@ -120,8 +120,12 @@ class Restorer:
             raise StreamClosedError("the restorer's stream has ended; feed() after flush()")
         if not chunk:
             return []
+        buf = self._pending + chunk
+        if self._starts is None or self._starts.search(buf) is None:
+            self._keep(buf, len(buf))  # no form can begin in it: all of it is decided
+            return [(buf, None)]
         pieces: list[Piece] = []
-        self._run(self._pending + chunk, final=False, pieces=pieces)
+        self._run(buf, final=False, pieces=pieces)
         return pieces
 
     def flush_pieces(self) -> list[Piece]:

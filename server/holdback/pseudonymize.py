@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 from holdback.detect import DetectorSet, Finding, default_detectors
 from holdback.detect.values import normalize_value
+from holdback.stream.projection import Projector, may_decode
 from holdback.stream.restorer import find_forms, restore
 from holdback.tokens import (
     TOKEN_RE,
@@ -125,10 +126,32 @@ class Pseudonymizer:
                 if seen is text:
                     return found
         found = self.detectors.detect(text)
-        found = self.detectors.resolve([*found, *self._typed_tokens(text)])
+        found = self.detectors.resolve([*found, *self._shown(text), *self._typed_tokens(text)])
         with self._lock:
             self._recent = [(text, found), *self._recent[: self.RECENT - 1]]
         return found
+
+    def _shown(self, text: str) -> list[Finding]:
+        """Values the model reads once markdown and entities are decoded.
+
+        The model reads `ann&#64;example.org` and `**ann**@example.org` as the address they
+        spell, as the browser shows them, so the user's text is also read through the
+        projection the guard screens replies with. A finding there masks the raw text that
+        spells it, and its value is the decoded one, so every spelling shares one token (the
+        message still reads back as typed: a span keeps its raw text). Where the raw text
+        spells the value but for its spacing, the raw text's own detection decides: collapsing
+        spaces makes no value the model would not already read there.
+        """
+        if not may_decode(text):
+            return []
+        shown = Projector("markdown")
+        shown.extend(text, final=True)
+        out = []
+        for f in self.detectors.detect(shown.text):
+            start, end = shown.lo[f.start], shown.hi[f.end - 1]
+            if _unspaced(text[start:end]) != _unspaced(f.value):
+                out.append(Finding(start, end, f.kind, f.value))
+        return out
 
     def _normalized(self, f: Finding) -> str:
         return normalize_value(f.kind, f.value, phone_region=self.phone_region)
@@ -209,7 +232,8 @@ class Pseudonymizer:
             assert token is not None
             out.append(text[pos : f.start])
             out.append(token)
-            masked.append(Masked(f.start, f.end, f.kind, f.value, token))
+            # The span keeps the text as typed (a value read through markup is decoded).
+            masked.append(Masked(f.start, f.end, f.kind, text[f.start : f.end], token))
             pos = f.end
         out.append(text[pos:])
         return "".join(out), masked
@@ -238,6 +262,10 @@ class Pseudonymizer:
                 o_end += 1
             stray.append(Finding(o_start, o_end, LITERAL, text[o_start:o_end]))
         return stray
+
+
+def _unspaced(text: str) -> str:
+    return "".join(text.split())
 
 
 def _to_original(offset: int, inserted: list[tuple[int, int, int]]) -> int:

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from holdback.detect import DetectorSet, normalize
-from holdback.pseudonymize import Pseudonymizer
+from holdback.pseudonymize import Pseudonymizer, restore_as_typed, spellings
 from holdback.stream import Guard, forbidden_matcher, screen
 from holdback.vault import Vault
 
@@ -113,3 +113,39 @@ def test_every_canonical_character_maps_back_to_the_original_it_came_from(text: 
     # Offsets never go backwards.
     origin = norm.origin or list(range(len(text)))
     assert origin == sorted(origin)
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "ann&#64;example.org",
+        "ann&commat;example.org",
+        "ann@example\\.org",
+        "**ann**@example.org",
+        "an`n`@example.org",
+        "[ann](https://example.net/)@example.org",
+    ],
+)
+def test_the_model_is_never_sent_a_value_it_would_read_through_markdown(spelling: str) -> None:
+    vault = Vault()
+    text = f"Write to {spelling} today."
+    masked, found = Pseudonymizer(DETECTORS).pseudonymize(text, vault)
+    assert [m.kind for m in found] == ["email"]
+    assert "ann" not in masked
+    assert "example.org" not in masked
+    assert masked.endswith(" today.")
+    # The message reads back exactly as typed.
+    spans = [(m.start, m.end, m.token) for m in found]
+    assert restore_as_typed(masked, spans, spellings(found, vault), vault.index()) == text
+    # Every spelling is the same address, so it gets the same token.
+    again, _ = Pseudonymizer(DETECTORS).pseudonymize("and ann@example.org too", vault)
+    assert again == "and <EMAIL_1> too"
+
+
+@pytest.mark.parametrize("text", [" EMAIL_1  415.555.2671 ", "call  415.555.2671  now"])
+def test_collapsed_spacing_leaves_the_raw_detection_in_charge(text: str) -> None:
+    vault = Vault()
+    masked, found = Pseudonymizer(DETECTORS).pseudonymize(text, vault)
+    assert [(m.kind, text[m.start : m.end]) for m in found] == [("phone", "415.555.2671")]
+    spans = [(m.start, m.end, m.token) for m in found]
+    assert restore_as_typed(masked, spans, spellings(found, vault), vault.index()) == text

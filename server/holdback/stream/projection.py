@@ -421,3 +421,10 @@ def project(text: str, mode: ProjectionMode = "markdown") -> str:
     p = Projector(mode)
     p.extend(text, final=True)
     return p.text
+
+
+def may_decode(text: str, mode: ProjectionMode = "markdown") -> bool:
+    """Whether the projection of `text` could differ from it (a text without any escape,
+    marker or whitespace run reads as it is written)."""
+    special = _SPECIAL[mode]
+    return special is not None and special.search(text) is not None

@@ -36,7 +36,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from holdback.detect import DetectorSet, Finding, default_detectors
-from holdback.detect.values import normalize_value
 from holdback.stream.projection import Projector, may_decode
 from holdback.stream.restorer import find_forms, restore
 from holdback.tokens import (
@@ -114,7 +113,9 @@ class Pseudonymizer:
     # does not depend on the vault. One per message being analyzed at once, roughly.
     RECENT = 8
 
-    def __init__(self, detectors: DetectorSet | None = None, *, phone_region: str = "US") -> None:
+    def __init__(
+        self, detectors: DetectorSet | None = None, *, phone_region: str | None = None
+    ) -> None:
         self.detectors = detectors or default_detectors()
         self.phone_region = phone_region
         self._recent: list[tuple[str, list[Finding]]] = []
@@ -154,7 +155,7 @@ class Pseudonymizer:
         return out
 
     def _normalized(self, f: Finding) -> str:
-        return normalize_value(f.kind, f.value, phone_region=self.phone_region)
+        return self.detectors.normalize(f.kind, f.value, phone_region=self.phone_region)
 
     def analyze(self, text: str, vault: Vault) -> Analysis:
         """One pass: the masked text if every value has a token, else the values that need one."""

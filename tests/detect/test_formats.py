@@ -547,3 +547,23 @@ def test_entropy_starts_followed_by_word_characters_are_open(
     closed = before + short + "!"
     for end in range(len(before) + len(short) + 1, len(closed) + 1):
         assert not d.is_open(closed, len(before), end)
+
+
+def test_every_reader_of_values_uses_the_deployments_phone_regions() -> None:
+    """A national number of the second region is one value to the pseudonymizer, the vault
+    and the guard: the model may write it back in any form, and it shows, as the same token."""
+    from holdback.pseudonymize import Pseudonymizer
+    from holdback.stream import Guard
+    from holdback.vault import Vault
+
+    detectors = DetectorSet.from_config(phone_regions=("US", "GB"))
+    vault = Vault()
+    p = Pseudonymizer(detectors)
+    masked, _ = p.pseudonymize("Call 020 7946 0958 today", vault)
+    again, _ = p.pseudonymize("or +44 20 7946 0958 later", vault)
+    assert masked == "Call <PHONE_1> today"
+    assert again == "or <PHONE_1> later"
+    guard = Guard(detectors, vault=vault)
+    shown = guard.feed("Ring +44 20 7946 0958 now. ") + guard.flush()
+    assert shown == "Ring +44 20 7946 0958 now. "
+    assert guard.stored == "Ring <PHONE_1> now. "

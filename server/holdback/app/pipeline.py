@@ -132,7 +132,7 @@ class ChatService:
         forbidden: TermMatcher | None = None,
         guard_mode: GuardMode = "redact",
         guard_window: int = 256,
-        phone_region: str = "US",
+        phone_region: str | None = None,
         rate_limit_per_minute: int = 30,
         offload_chars: int = 1024,
         offload_workers: int = 2,
@@ -148,7 +148,7 @@ class ChatService:
         # in a reply they stay redacted (`reply_index` never restores them).
         masking = detectors
         if forbidden is not None and len(forbidden):
-            masking = DetectorSet([*detectors.detectors, forbidden])
+            masking = detectors.with_detectors([*detectors.detectors, forbidden])
         self.pseudonymizer = Pseudonymizer(masking, phone_region=phone_region)
         self.limiter = RateLimiter(rate_limit_per_minute)
         self.replies: dict[str, Reply] = {}

@@ -19,6 +19,7 @@ from holdback.detect.base import Detector, Finding
 from holdback.detect.dictionary import TermMatcher
 from holdback.detect.normalize import normalize
 from holdback.detect.patterns import builtin_detectors
+from holdback.detect.values import normalize_value
 
 SPECIFICITY = ("secret", "jwt", "iban", "credit_card", "us_ssn", "email", "ip_address", "phone")
 
@@ -32,8 +33,10 @@ class Scan:
 class DetectorSet:
     """Every detector a deployment uses; `detect()` is the one-shot API."""
 
-    def __init__(self, detectors: Sequence[Detector]) -> None:
+    def __init__(self, detectors: Sequence[Detector], *, phone_regions: Sequence[str] = ()) -> None:
         self.detectors = list(detectors)
+        # How a phone number's value is read: the default region first, then the others.
+        self.phone_regions: tuple[str, ...] = tuple(r.upper() for r in phone_regions) or ("US",)
         kinds: list[str] = [k for d in self.detectors for k in d.kinds]
         self._rank = {kind: i for i, kind in enumerate(SPECIFICITY)}
         for kind in kinds:
@@ -59,7 +62,18 @@ class DetectorSet:
         )
         for kind, terms in (dictionaries or {}).items():
             detectors.append(TermMatcher(kind, terms))
-        return cls(detectors)
+        return cls(detectors, phone_regions=[default, *regions])
+
+    def with_detectors(self, detectors: Sequence[Detector]) -> DetectorSet:
+        """Other detectors, reading values as this set does."""
+        return DetectorSet(detectors, phone_regions=self.phone_regions)
+
+    def normalize(self, kind: str, value: str, *, phone_region: str | None = None) -> str:
+        """A value's normalized form, the vault's key for it: a phone number is read in
+        `phone_region` if given, else in this set's default region, then in its others."""
+        regions = self.phone_regions
+        first = (phone_region or regions[0]).upper()
+        return normalize_value(kind, value, phone_region=first, phone_regions=regions)
 
     @property
     def kinds(self) -> list[str]:

@@ -145,7 +145,7 @@ class Guard:
         vault: Mapping[str, str] | None = None,
         mode: GuardMode = "redact",
         window: int = DEFAULT_WINDOW,
-        phone_region: str = "US",
+        phone_region: str | None = None,
         projection: ProjectionMode = "markdown",
     ) -> None:
         """Screen with `detectors` (the built-in ones by default) and `forbidden` terms.
@@ -166,7 +166,7 @@ class Guard:
         parts.append(token_fragment_detector())
         if forbidden is not None and len(forbidden):
             parts.append(forbidden)
-        self._detectors = DetectorSet(parts)
+        self._detectors = detectors.with_detectors(parts)
         self._scanner = StreamScanner(self._detectors)
         self._tokens: dict[tuple[str, str], str] = {(k, n): "" for k, n in allowed}
         if isinstance(vault, Vault):
@@ -177,7 +177,7 @@ class Guard:
         elif vault is not None:
             for token, value in vault.items():
                 kind = parse_id(token_id(token))[0].lower()
-                norm = normalize_value(kind, value, phone_region=phone_region)
+                norm = self._detectors.normalize(kind, value, phone_region=phone_region)
                 self._tokens[(kind, norm)] = f"<{token_id(token)}>"
         self._vault_ids = {token_id(token) for token in vault or ()}
         for ident in self._vault_ids:
@@ -355,7 +355,7 @@ class Guard:
         if f.kind == TOKEN:
             norm = normalize_value(TOKEN, f.value)
         else:
-            norm = normalize_value(f.kind, f.value, phone_region=self._phone_region)
+            norm = self._detectors.normalize(f.kind, f.value, phone_region=self._phone_region)
         return self._tokens.get((f.kind, norm))
 
     # -- releasing -------------------------------------------------------------------------

@@ -13,8 +13,6 @@ Any failure inside the chain poisons the filter: it raises `FilterFailedError` (
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from holdback.errors import FilterFailedError, HoldbackError
 from holdback.stream.guard import Guard
 from holdback.stream.restorer import Piece, Restorer
@@ -44,14 +42,19 @@ class ReplyFilter:
         return held + self.restorer.pending
 
     def feed(self, chunk: str) -> str:
-        return self._safely(lambda: self._screen(self.restorer.feed_pieces(chunk)))
+        self._check()
+        try:
+            return self._screen(self.restorer.feed_pieces(chunk))
+        except Exception as exc:
+            raise self._failure(exc) from None
 
     def flush(self) -> str:
-        def finish() -> str:
+        self._check()
+        try:
             out = self._screen(self.restorer.flush_pieces())
             return out + (self.guard.flush() if self.guard is not None else "")
-
-        return self._safely(finish)
+        except Exception as exc:
+            raise self._failure(exc) from None
 
     def _screen(self, pieces: list[Piece]) -> str:
         if self.guard is not None:
@@ -59,16 +62,16 @@ class ReplyFilter:
         self._stored.extend(text if ident is None else f"<{ident}>" for text, ident in pieces)
         return "".join(text for text, _ in pieces)
 
-    def _safely(self, step: Callable[[], str]) -> str:
+    def _check(self) -> None:
         if self._failed:
             raise FilterFailedError("the reply filter failed earlier; the reply cannot go on")
-        try:
-            return step()
-        except HoldbackError:
-            self._failed = True
-            raise
-        except Exception as exc:
-            self._failed = True
-            raise FilterFailedError(
-                f"the reply filter failed ({type(exc).__name__}); the reply stops here"
-            ) from None
+
+    def _failure(self, exc: Exception) -> Exception:
+        """Poison the filter; what to raise: holdback's own error as it is, any other as a
+        filter failure that names only its type (its message may quote the text)."""
+        self._failed = True
+        if isinstance(exc, HoldbackError):
+            return exc
+        return FilterFailedError(
+            f"the reply filter failed ({type(exc).__name__}); the reply stops here"
+        )

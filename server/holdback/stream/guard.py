@@ -224,7 +224,8 @@ class Guard:
 
     def feed_pieces(self, pieces: Sequence[Piece]) -> str:
         """Take restorer output: each piece's text, and the token id of a restored value."""
-        self._check_open()
+        if self._state != "screening":
+            self._check_open()
         proj = self._proj
         fed = False
         for text, ident in pieces:
@@ -349,7 +350,7 @@ class Guard:
         """None: redact. "": show as it is. A token: show, and store as that token."""
         if f.kind == FORBIDDEN:
             return None
-        lo, hi = self._proj.lo[s], self._proj.hi[e - 1]
+        lo, hi = self._proj.start_of(s), self._proj.end_of(e - 1)
         if any(rs <= lo and hi <= re_ for rs, re_, _ in self._restored):
             return ""
         if f.kind == TOKEN:
@@ -373,7 +374,7 @@ class Guard:
             if hold == 0:
                 return
         if not findings and not tokenize:
-            cut = proj.lo[hold] if hold < len(proj.text) else proj.done
+            cut = proj.cut_at(hold)
             text = proj.text[:hold]
             self._copy(proj.raw_base, cut, out)
             self._advance(hold, text)
@@ -386,7 +387,7 @@ class Guard:
             best = min(members, key=lambda f: (-(f.end - f.start), self._detectors.rank(f.kind)))
             label = redaction_label(_label_kind(best))
             self.redacted[best.kind] += 1
-            edits.append((proj.lo[start], proj.hi[end - 1], label, label))
+            edits.append((proj.start_of(start), proj.end_of(end - 1), label, label))
         kept: list[tuple[int, int, str]] = []
         for start, end, token in sorted(tokenize, key=lambda t: (t[0] - t[1], t[0])):
             if any(s < end and start < e for s, e, _ in kept):
@@ -394,7 +395,7 @@ class Guard:
             kept.append((start, end, token))
         for start, end, token in sorted(kept):
             if not any(s < end and start < e for s, e, _ in clusters):
-                lo, hi = proj.lo[start], proj.hi[end - 1]
+                lo, hi = proj.start_of(start), proj.end_of(end - 1)
                 if any(lo <= h[0] and h[1] <= hi for h in self._hidden):
                     # A vault value spelled around a link that was redacted: the value goes too.
                     label = redaction_label(HELD_TOO_LONG)
@@ -405,7 +406,7 @@ class Guard:
         edits.sort()
         text = proj.text[:hold]
         pos = proj.raw_base
-        cut = proj.lo[hold] if hold < len(proj.text) else proj.done
+        cut = proj.cut_at(hold)
         for lo, hi, wire, stored in edits:
             self._copy(pos, lo, out)
             out.append(wire)
@@ -542,13 +543,13 @@ class Guard:
         the next character shown) is released as it is, so no split decides it differently.
         """
         proj = self._proj
-        lo, hi = proj.lo[0], proj.hi[n - 1]
+        lo, hi = proj.start_of(0), proj.end_of(n - 1)
         self._copy(proj.raw_base, lo, out)
         if label is not None:
             out.append(label)
             self._stored.append(label)
         self._skip_restored(lo, hi)
-        cut = proj.lo[n] if n < len(proj.text) else proj.done
+        cut = proj.cut_at(n)
         self._copy(hi, cut, out)
         self._advance(n, proj.text[:n])
 
@@ -595,9 +596,9 @@ class Guard:
             n = max(0, len(proj.text) - _KEY_LINE_MAX)
         if n:
             proj = self._proj
-            lo, hi = proj.raw_base, proj.hi[n - 1]
+            lo, hi = proj.raw_base, proj.end_of(n - 1)
             self._skip_restored(lo, hi)
-            cut = proj.lo[n] if n < len(proj.text) else proj.done
+            cut = proj.cut_at(n)
             if m is not None:
                 self._copy(hi, cut, out)  # what shows nothing after the END line is not key
             self._advance(n, "")
@@ -611,7 +612,7 @@ class Guard:
     def _block(self, start: int, kinds: list[str], out: list[str]) -> None:
         """Block mode: release what comes before `start`, then stop the reply."""
         proj = self._proj
-        self._copy(proj.raw_base, proj.lo[start], out)
+        self._copy(proj.raw_base, proj.start_of(start), out)
         self._state = "blocked"
         raise ReplyBlockedError(kinds, "".join(out))
 

@@ -90,15 +90,16 @@ class Projector:
     """
 
     __slots__ = (
+        "_flat",
+        "_hi",
         "_last",
+        "_lo",
         "_prev",
         "_raw",
         "_raw_base",
         "_special",
         "destinations",
         "done",
-        "hi",
-        "lo",
         "mode",
         "text",
     )
@@ -111,8 +112,11 @@ class Projector:
         self._prev = ""  # the raw character before `_raw`
         self._last = ""  # the last projected character, released or not
         self.text = ""
-        self.lo: list[int] = []
-        self.hi: list[int] = []
+        self._lo: list[int] = []
+        self._hi: list[int] = []
+        # While every held character is one raw character shown as itself, in a row, the
+        # spans are implied: character i is raw `_flat + i`. None once one maps otherwise.
+        self._flat: int | None = 0
         self.done = 0
         # Link destinations met, as (raw start, raw end, text): they show nothing in `text`.
         self.destinations: list[tuple[int, int, str]] = []
@@ -151,16 +155,58 @@ class Projector:
         else:
             self._project_markdown(start, final)
 
+    @property
+    def lo(self) -> list[int]:
+        """For each projected character, the raw stream offset its span starts at."""
+        if self._flat is not None:
+            self._spell_out()
+        return self._lo
+
+    @property
+    def hi(self) -> list[int]:
+        """For each projected character, the raw stream offset its span ends at."""
+        if self._flat is not None:
+            self._spell_out()
+        return self._hi
+
+    def start_of(self, i: int) -> int:
+        """`lo[i]`."""
+        flat = self._flat
+        return flat + i if flat is not None else self._lo[i]
+
+    def end_of(self, i: int) -> int:
+        """`hi[i]`."""
+        flat = self._flat
+        return flat + i + 1 if flat is not None else self._hi[i]
+
+    def cut_at(self, n: int) -> int:
+        """The raw offset that releasing `n` projected characters cuts at."""
+        if n >= len(self.text):
+            return self.done
+        flat = self._flat
+        return flat + n if flat is not None else self._lo[n]
+
+    def _spell_out(self) -> None:
+        flat = self._flat
+        assert flat is not None
+        n = len(self.text)
+        self._lo = list(range(flat, flat + n))
+        self._hi = list(range(flat + 1, flat + n + 1))
+        self._flat = None
+
     def release(self, n: int) -> int:
         """Drop the first `n` projected characters; returns the raw stream offset cut at.
 
         Markers between the last dropped character and the next kept one go with the dropped
         part: they display nothing.
         """
-        cut = self.lo[n] if n < len(self.text) else self.done
+        cut = self.cut_at(n)
         self.text = self.text[n:]
-        del self.lo[:n]
-        del self.hi[:n]
+        if self._flat is not None:
+            self._flat += n
+        else:
+            del self._lo[:n]
+            del self._hi[:n]
         k = cut - self._raw_base
         if k:
             self._prev = self._raw[k - 1]
@@ -176,19 +222,29 @@ class Projector:
 
     def _identity(self, start: int, end: int) -> None:
         base = self._raw_base
-        if end > start:
-            self._last = self._raw[end - 1]
-        self.text += self._raw[start:end]
-        self.lo.extend(range(base + start, base + end))
-        self.hi.extend(range(base + start + 1, base + end + 1))
         self.done = base + end
+        if end <= start:
+            return
+        self._last = self._raw[end - 1]
+        if not self.text:
+            self._lo.clear()
+            self._hi.clear()
+            self._flat = base + start
+        elif self._flat is not None and self._flat + len(self.text) != base + start:
+            self._spell_out()
+        self.text += self._raw[start:end]
+        if self._flat is None:
+            self._lo.extend(range(base + start, base + end))
+            self._hi.extend(range(base + start + 1, base + end + 1))
 
     def _emit(self, ch: str, start: int, end: int) -> None:
         base = self._raw_base
         self._last = ch
+        if self._flat is not None:
+            self._spell_out()
         self.text += ch
-        self.lo.append(base + start)
-        self.hi.append(base + end)
+        self._lo.append(base + start)
+        self._hi.append(base + end)
 
     def _project_markdown(self, i: int, final: bool) -> None:
         raw = self._raw

@@ -330,10 +330,7 @@ class Guard:
                 scan = self._detectors.scan(ctx + window, len(ctx), final=final)
                 found, held = scan.findings, scan.hold
         except Exception as exc:  # fail closed, whatever a detector did
-            self._state = "failed"
-            raise GuardFailedError(
-                f"a detector failed while screening the reply ({type(exc).__name__})"
-            ) from None
+            raise self._detector_failed("the reply", exc) from None
         hold = len(window) if final else held - len(ctx)
         redact: list[Finding] = []
         tokenize: list[tuple[int, int, str]] = []
@@ -448,11 +445,14 @@ class Guard:
                         continue
                     kinds.append(f.kind)
         except Exception as exc:  # fail closed, whatever a detector did
-            self._state = "failed"
-            raise GuardFailedError(
-                f"a detector failed while screening a link ({type(exc).__name__})"
-            ) from None
+            raise self._detector_failed("a link", exc) from None
         return sorted(set(kinds), key=self._detectors.rank)
+
+    def _detector_failed(self, what: str, exc: Exception) -> GuardFailedError:
+        """Poison the guard; the error names only the exception's type (its message may
+        quote the text)."""
+        self._state = "failed"
+        return GuardFailedError(f"a detector failed while screening {what} ({type(exc).__name__})")
 
     def _copy(self, a: int, b: int, out: list[str]) -> None:
         """Raw text to the wire, with redacted link destinations replaced."""

@@ -4,8 +4,9 @@ Issue 3's floors: on this corpus every kind's precision and recall is at least 0
 `DetectorSet` built with the corpus's term lists and the US as default phone region. The
 corpus itself is held to its own rules here too: every gold span is a valid value by the
 corpus's independent validators, spans fit their text and never overlap, nothing
-value-shaped is left unlabelled, the counts the issue asks for are there, and the files on
-disk are exactly what the generator writes.
+value-shaped is left unlabelled, the counts the issue asks for are there (issue 14: 300
+hand-written sentences of real text among the negatives), and the files on disk are exactly
+what the generator writes. On the negatives, no finding beyond the known ones listed here.
 """
 
 from __future__ import annotations
@@ -27,6 +28,18 @@ BUILTIN_KINDS = ("email", "phone", "credit_card", "iban", "us_ssn", "ip_address"
 TERM_KINDS = ("client", "person", "project")
 KINDS = BUILTIN_KINDS + TERM_KINDS
 NUMBER_LIKE = ("phone", "credit_card", "iban", "us_ssn", "ip_address")
+PROSE_CATEGORIES = ("cjk", "code", "log", "lookalike", "markdown")
+# Findings the detectors still make on negative sentences, as (kind, first 24 characters),
+# with how often; reported on issue 14 for the detectors to fix. Log time stamps
+# `YYYY-MM-DD HH:MM` read as a phone number up to the hour; a base64-encoded certificate
+# (`caBundle`) at the end of a message read as a private-key block the hold window cut off.
+KNOWN_NEGATIVE_FINDINGS: Counter[tuple[str, str]] = Counter(
+    {
+        ("phone", "2024-06-11 09"): 1,
+        ("phone", "2024-06-11 10"): 2,
+        ("secret", "LS0tLS1CRUdJTiBDRVJUSUZJ"): 1,
+    }
+)
 
 
 def _corpus_module(name: str) -> ModuleType:
@@ -174,6 +187,37 @@ def test_negatives_carry_no_spans_and_aim_at_every_kind(examples: list[Any]) -> 
     aims = Counter(ex.aims for ex in negatives)
     for kind in KINDS:
         assert aims[kind] >= 150, kind
+
+
+def test_prose_negatives_are_hand_written_real_text(examples: list[Any]) -> None:
+    """Issue 14: at least 300 sentences of real-looking text, every category present, each
+    hand-written line used exactly once."""
+    prose = Counter(ex.aims for ex in examples if (ex.aims or "").startswith("prose:"))
+    assert sum(prose.values()) >= 300
+    for category in PROSE_CATEGORIES:
+        path = CORPUS_DIR / "templates" / "prose" / f"{category}.txt"
+        lines = [line for line in path.read_text(encoding="utf-8").splitlines()
+                 if line.strip() and not line.startswith("#")]  # fmt: skip
+        assert prose[f"prose:{category}"] == len(lines) >= 50, category
+    assert set(prose) == {f"prose:{c}" for c in PROSE_CATEGORIES}
+
+
+def test_negatives_raise_no_false_positive_but_the_known_ones(
+    examples: list[Any], terms: dict[str, list[str]]
+) -> None:
+    """A ratchet: no finding on a negative sentence beyond those listed (a fixed one may go
+    from the list; a new one fails)."""
+    from holdback.detect import DetectorSet
+
+    detectors = DetectorSet.from_config(dictionaries=terms, phone_region="US")
+    found: Counter[tuple[str, str]] = Counter(
+        (f.kind, ex.text[f.start : f.end][:24])
+        for ex in examples
+        if ex.source.startswith("negatives.jsonl:")
+        for f in detectors.detect(ex.text)
+    )
+    new = found - KNOWN_NEGATIVE_FINDINGS
+    assert not new, f"new false positives on negatives.jsonl: {sorted(new.elements())}"
 
 
 def test_texts_are_unique(examples: list[Any]) -> None:

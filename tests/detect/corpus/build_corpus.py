@@ -15,7 +15,11 @@ Rules the output keeps:
 Templates live in `templates/positive/<kind>.txt` and `templates/negative/<aim>.txt`, one
 per line; `templates/formats/<kind>.txt` hold the formats of issue 14 (separators, scripts,
 labels and markdown around values, keys without digits), written to `formats.jsonl` after every
-other file, so adding them changes no other file (`\\n` for a line break, `#` starts a comment line). `{{kind}}` or
+other file, so adding them changes no other file (`\\n` for a line break, `#` starts a comment line).
+`templates/prose/<category>.txt` hold hand-written negatives of real-looking text (code, logs,
+markdown, CJK prose, number look-alikes): each line is used exactly once, aimed at
+`prose:<category>`, and appended to `negatives.jsonl` after everything else is built, so they
+change no earlier line; at least 300 of them, 50 per category. `{{kind}}` or
 `{{kind:variant}}` is a fresh value of that kind; `{{date}}`, `{{bad_card}}` and the other
 names in `hard_negatives.MAKERS` are look-alikes; `{{near_<kind>}}` is a near miss of a term.
 """
@@ -57,6 +61,9 @@ MIN_POSITIVES = 300
 MIN_NEGATIVES_PER_AIM = 150
 MIN_NEGATIVES = 1500
 MIN_EVADED_SHARE = 0.08
+PROSE_CATEGORIES = ("cjk", "code", "log", "lookalike", "markdown")
+MIN_PROSE = 300
+MIN_PROSE_PER_CATEGORY = 50
 ATTEMPTS = 60
 
 _PLACEHOLDER = re.compile(r"\{\{(?P<name>\w+)(?::(?P<variant>\w+))?\}\}")
@@ -207,6 +214,26 @@ class Builder:
             made.append(Example(text, tuple(sorted(spans)), aims))
         return made
 
+    def each_once(self, name: str, templates: list[Template], aims: str) -> list[Example]:
+        """One sentence per template, in file order: hand-written text is not resampled."""
+        filler = Filler(random.Random(f"{SEED}:{name}"), self.terms)
+        made: list[Example] = []
+        for template in templates:
+            for _ in range(ATTEMPTS):
+                text, spans = filler.fill(template)
+                if spans:
+                    raise CorpusBuildError(f"{template.source}: a negative template has values")
+                why = problems(text, [], self.folded, self.pattern)
+                if text in self.seen:
+                    why.append("a duplicate")
+                if not why or not _PLACEHOLDER.search(template.text):
+                    break
+            if why:
+                raise CorpusBuildError(f"{template.source}: not a clean negative: {why[0]}")
+            self.seen.add(text)
+            made.append(Example(text, (), aims))
+        return made
+
 
 def build() -> dict[str, str]:
     """The corpus's files, by path relative to this directory, with their contents."""
@@ -234,6 +261,17 @@ def build() -> dict[str, str]:
         formats += builder.examples(f"formats:{path.stem}", load_templates(path),
                                     FORMAT_EXAMPLES_PER_KIND, None)  # fmt: skip
     files["formats.jsonl"] = "".join(ex.to_json() + "\n" for ex in formats)
+    prose: list[Example] = []
+    for category in PROSE_CATEGORIES:
+        path = HERE / "templates" / "prose" / f"{category}.txt"
+        made = builder.each_once(f"prose:{category}", load_templates(path), f"prose:{category}")
+        if len(made) < MIN_PROSE_PER_CATEGORY:
+            raise CorpusBuildError(f"only {len(made)} prose negatives of {category}")
+        prose += made
+    if len(prose) < MIN_PROSE:
+        raise CorpusBuildError(f"only {len(prose)} hand-written prose negatives")
+    files["negatives.jsonl"] += "".join(ex.to_json() + "\n" for ex in prose)
+    print(f"prose negatives: {dict(Counter(ex.aims for ex in prose))}", file=sys.stderr)
     aims = Counter(ex.aims for ex in negatives)
     print("kind           gold  evaded  negatives", file=sys.stderr)
     for k in KINDS:

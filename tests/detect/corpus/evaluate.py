@@ -19,7 +19,9 @@ up, with its false positives, and fails the precision floor.
 
 The corpus is every `*.jsonl` file in a directory, one example a line:
 `{"text": ..., "spans": [{"start": int, "end": int, "kind": str}, ...]}` with an optional
-`"aims"` (the kind a negative example is aimed at). Term lists are `terms/<kind>.txt`.
+`"aims"` (the kind a negative example is aimed at, or `prose` and `prose:<category>` for real
+text aimed at none: code, logs, markdown, CJK, number look-alikes). Term lists are
+`terms/<kind>.txt`. `compare.py` puts two revisions' tables side by side.
 
 Run `python tests/detect/corpus/evaluate.py` to print the table for `holdback.detect`'s
 `DetectorSet` with this corpus's term lists; `--show N` also lists N misses with their text

@@ -32,6 +32,9 @@ from holdback.stream.projection import Projector, project
         ("&nosuchentity;", "&nosuchentity;"),
         ("back\\slash \\q", "back\\slash \\q"),  # only before ASCII punctuation
         ("4556&#32;7375", "4556 7375"),
+        # The renderer reads an invisible character as a word character: the `_` shows.
+        ("ghp\u200b_key", "ghp\u200b_key"),
+        ("ghp_\u200bkey", "ghp_\u200bkey"),
     ],
 )
 def test_markdown_projection(raw: str, shown: str) -> None:

@@ -276,7 +276,10 @@ class Projector:
                 after = "" if long_run else _shown_next(raw, k, final)
                 if after is None:
                     break  # the right neighbour decides
-                if not long_run and self._last.isalnum() and after.isalnum():
+                # The renderer sees an invisible character before the run as a word
+                # character (neither space nor punctuation): the run stays, as it shows.
+                before = self._last
+                if not long_run and (before.isalnum() or _invisible(before)) and after.isalnum():
                     self._identity(j, k)
                 i = k
             elif ch == "]":

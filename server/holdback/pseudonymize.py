@@ -31,6 +31,7 @@ off its event loop); each vault, by one thread at a time.
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -243,19 +244,24 @@ class Pseudonymizer:
         self, text: str, masked_text: str, masked: list[Masked], vault: Vault
     ) -> list[Finding]:
         """Forms of vault tokens that came from the user's own text, in original offsets."""
-        # Where each inserted token sits in the masked text, and the offset shift after it.
-        inserted: list[tuple[int, int, int]] = []
+        # Where each inserted token sits in the masked text; after the k-th, an offset of the
+        # masked text is `shifts[k]` more than in the original.
+        inserted: set[tuple[int, int]] = set()
+        ends: list[int] = []
+        shifts: list[int] = []
         shift = 0
         for m in masked:
             start = m.start + shift
-            inserted.append((start, start + len(m.token), m.end))
             shift += len(m.token) - (m.end - m.start)
+            inserted.add((start, start + len(m.token)))
+            ends.append(start + len(m.token))
+            shifts.append(shift)
         stray: list[Finding] = []
         for start, end in find_forms(masked_text, vault.index()):
-            if any(s == start and e == end for s, e, _ in inserted):
+            if (start, end) in inserted:
                 continue
-            o_start = _to_original(start, inserted)
-            o_end = _to_original(end, inserted)
+            o_start = _to_original(start, ends, shifts)
+            o_end = _to_original(end, ends, shifts)
             # Widen to whole words, so the neutralized text restores as typed.
             while o_start > 0 and is_word_char(text[o_start - 1]):
                 o_start -= 1
@@ -269,14 +275,11 @@ def _unspaced(text: str) -> str:
     return "".join(text.split())
 
 
-def _to_original(offset: int, inserted: list[tuple[int, int, int]]) -> int:
-    """Map a masked-text offset outside any inserted token back to the original text."""
-    shift = 0
-    for _start, end, original_end in inserted:
-        if offset < end:
-            break
-        shift = end - original_end
-    return offset - shift
+def _to_original(offset: int, ends: list[int], shifts: list[int]) -> int:
+    """Map a masked-text offset outside any inserted token back to the original text: it is
+    shifted by the tokens that end at or before it (`ends` in order, `shifts` after each)."""
+    k = bisect.bisect_right(ends, offset)
+    return offset - shifts[k - 1] if k else offset
 
 
 def spellings(masked: Sequence[Masked], vault: Mapping[str, str]) -> dict[int, str]:

@@ -135,17 +135,39 @@ def _in_place(table: dict[int, str | None]) -> dict[int, int]:
     return {k: ord(v) for k, v in table.items() if v is not None and len(v) == 1}
 
 
+def _search_class(codes: list[int]) -> re.Pattern[str]:
+    """A pattern matching one character of `codes`, as fast on ordinary text as on any.
+
+    `re` tests a character against a class of the Basic Multilingual Plane with one bitmap
+    look-up, but against the ranges of the other planes one range at a time: those are tried
+    only for a character of the other planes (an emoji, a mathematical digit)."""
+    bmp = [c for c in codes if c < 0x10000]
+    astral = [c for c in codes if c >= 0x10000]
+    parts = [_char_class(bmp)] if bmp else []
+    if astral:
+        parts.append(f"(?=[\U00010000-\U0010ffff]){_char_class(astral)}")
+    return re.compile("|".join(parts) or "(?!)")
+
+
 _SPECIAL = {
-    True: re.compile(_char_class(list(_DETECT))),
-    False: re.compile(_char_class(list(_COMPARE))),
+    True: _search_class(list(_DETECT)),
+    False: _search_class(list(_COMPARE)),
 }
 _RESIZING = {
-    flag: re.compile(_char_class([k for k, v in table.items() if v is None or len(v) != 1]))
+    flag: _search_class([k for k, v in table.items() if v is None or len(v) != 1])
     for flag, table in ((True, _DETECT), (False, _COMPARE))
 }
 _ONE_TO_ONE = {True: _in_place(_DETECT), False: _in_place(_COMPARE)}
 _TABLE = {True: _DETECT, False: _COMPARE}
 _TRANSLATE = {flag: {k: v for k, v in table.items()} for flag, table in _TABLE.items()}
+# The ASCII characters each table changes (line breaks and tabs become spaces, `\r` goes).
+_ASCII_SPECIAL = {
+    flag: [chr(k) for k in sorted(table) if k < 0x80] for flag, table in _TABLE.items()
+}
+_ASCII_RESIZING = {
+    flag: frozenset(chr(k) for k, v in table.items() if k < 0x80 and (v is None or len(v) != 1))
+    for flag, table in _TABLE.items()
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,10 +198,9 @@ class Normalized:
 
 def normalize(text: str, *, lookalikes: bool = True) -> Normalized:
     """The canonical text for detection; O(n), and a copy-free fast path for ordinary text."""
-    if not _SPECIAL[lookalikes].search(text):
-        return Normalized(text, None, len(text))
-    if not _RESIZING[lookalikes].search(text):
-        return Normalized(text.translate(_ONE_TO_ONE[lookalikes]), None, len(text))
+    kept = _kept(text, lookalikes)
+    if kept is not None:
+        return Normalized(kept, None, len(text))
     # Dropped and expanded characters are rare: the text is translated in one pass, and the
     # offsets are built run by run between them.
     normalized = text.translate(_TRANSLATE[lookalikes])
@@ -199,9 +220,24 @@ def normalize(text: str, *, lookalikes: bool = True) -> Normalized:
 
 def normalize_in_place(text: str) -> str | None:
     """The normalized text when it keeps every offset (nothing dropped or expanded), else None."""
-    if not _SPECIAL[True].search(text):
-        return text
-    return None if _RESIZING[True].search(text) else text.translate(_ONE_TO_ONE[True])
+    return _kept(text, True)
+
+
+def _kept(text: str, lookalikes: bool) -> str | None:
+    """The normalized text if it keeps every offset, else None; ASCII text (most text) is
+    looked at with a few substring tests, which are much faster than a class search."""
+    if text.isascii():
+        present = [c for c in _ASCII_SPECIAL[lookalikes] if c in text]
+        if not present:
+            return text
+        if not _ASCII_RESIZING[lookalikes].isdisjoint(present):
+            return None
+    else:
+        if not _SPECIAL[lookalikes].search(text):
+            return text
+        if _RESIZING[lookalikes].search(text):
+            return None
+    return text.translate(_ONE_TO_ONE[lookalikes])
 
 
 def fold_case(text: str) -> str:

@@ -156,9 +156,7 @@ AREA_SLASH = (
     "an area code set apart by a slash (`030/1234 5678`) is not read: the number goes to the "
     "model and to the wire as written"
 )
-OTHER_DASH = "this dash is not a card or SSN separator: " + BOTH_WAYS
 MIXED_CASE_IBAN = "a country code in mixed case (`Gb82`, `De89`): " + BOTH_WAYS
-IDEOGRAPHIC_STOP = "an ideographic full stop (U+3002, a dot in IDNA) in the domain: " + BOTH_WAYS
 
 CASES: tuple[Case, ...] = (
     # -- markdown around the value --------------------------------------------------------------
@@ -221,31 +219,15 @@ CASES: tuple[Case, ...] = (
     number("separators", "card-tabs", "4000\t0566\t5566\t5556", CARD),
     number("separators", "mastercard-dots", "5105.1051.0510.5100", MASTERCARD),
     number("separators", "amex-dots", "3782.822463.10005", AMEX),
-    leaks(
-        number("separators", "card-minus-signs", "4000\u22120566\u22125566\u22125556", CARD),
-        user=OTHER_DASH,
-        model=OTHER_DASH,
-    ),
-    leaks(
-        number("separators", "card-em-dashes", "4000—0566—5566—5556", CARD),
-        user=OTHER_DASH,
-        model=OTHER_DASH,
-    ),
+    number("separators", "card-minus-signs", "4000\u22120566\u22125566\u22125556", CARD),
+    number("separators", "card-em-dashes", "4000—0566—5566—5556", CARD),
     number("separators", "ssn-dots", "536.22.8147", SSN),
     number("separators", "ssn-slashes", "536/22/8147", SSN),
     number("separators", "ssn-en-dashes", "536–22–8147", SSN),
     number("separators", "ssn-mixed", "536-22 8147", SSN),
     number("separators", "ssn-double-spaces", "536  22  8147", SSN),
-    leaks(
-        number("separators", "ssn-non-breaking-hyphens", "536\u201122\u20118147", SSN),
-        user=OTHER_DASH,
-        model=OTHER_DASH,
-    ),
-    leaks(
-        number("separators", "ssn-minus-signs", "536\u221222\u22128147", SSN),
-        user=OTHER_DASH,
-        model=OTHER_DASH,
-    ),
+    number("separators", "ssn-non-breaking-hyphens", "536\u201122\u20118147", SSN),
+    number("separators", "ssn-minus-signs", "536\u221222\u22128147", SSN),
     # -- lower-case IBAN --------------------------------------------------------------------------
     number("iban-case", "de-lower", "de89 3704 0044 0532 0130 00", IBAN_DE),
     number("iban-case", "gb-lower", "gb82 west 1234 5698 7654 32", IBAN_GB),
@@ -321,15 +303,8 @@ CASES: tuple[Case, ...] = (
     text("term-spacing", "two-spaces-forbidden", "Operation  Bluefinch", FORBIDDEN),
     text("term-spacing", "line-break-forbidden", "Operation\nBluefinch", FORBIDDEN),
     text("term-spacing", "blank-lines-forbidden", "Operation\n\n\nBluefinch", FORBIDDEN),
-    leaks(
-        text("term-spacing", "crlf-forbidden", "Operation\r\nBluefinch", FORBIDDEN),
-        model="a CRLF line break inside the term: the model's term reaches the wire as written",
-    ),
-    leaks(
-        text("term-spacing", "cr-forbidden", "Operation\rBluefinch", FORBIDDEN),
-        user="a CR line break inside the term: it goes to the model as typed",
-        model="a CR line break inside the term: the model's term reaches the wire as written",
-    ),
+    text("term-spacing", "crlf-forbidden", "Operation\r\nBluefinch", FORBIDDEN),
+    text("term-spacing", "cr-forbidden", "Operation\rBluefinch", FORBIDDEN),
     text("term-spacing", "soft-hyphen-forbidden", "Operation Blue\u00adfinch", FORBIDDEN),
     text("term-spacing", "soft-hyphens-and-break", "Opera\u00adtion\nBlue\u00adfinch", FORBIDDEN),
     text("term-spacing", "nbsp-forbidden", "Operation\u00a0Bluefinch", FORBIDDEN),
@@ -337,10 +312,7 @@ CASES: tuple[Case, ...] = (
     text("term-spacing", "soft-hyphen-host", "db01.vault\u00adcanary.internal", FORBIDDEN_HOST),
     text("term-spacing", "two-spaces-term", "Zyxwcanary  Holdings", CLIENT),
     text("term-spacing", "line-break-term", "Zyxwcanary\nHoldings", CLIENT),
-    leaks(
-        text("term-spacing", "crlf-term", "Zyxwcanary\r\nHoldings", CLIENT),
-        model="a CRLF line break inside the term: the model's term reaches the wire as written",
-    ),
+    text("term-spacing", "crlf-term", "Zyxwcanary\r\nHoldings", CLIENT),
     text("term-spacing", "line-separator-term", "Zyxwcanary\u2028Holdings", CLIENT),
     text("term-spacing", "soft-hyphen-term", "Zyxw\u00adcanary Holdings", CLIENT),
     text("term-spacing", "tab-term", "Zyxwcanary\tHoldings", CLIENT),
@@ -440,11 +412,7 @@ CASES: tuple[Case, ...] = (
     text("idn-email", "cjk", "用户@例子.广告", "用户@例子.广告"),
     text("idn-email", "cyrillic", "ivan@пример.рф", "ivan@пример.рф"),
     text("idn-email", "greek-local", "αλέξης@example.org", "αλέξης@example.org"),
-    leaks(
-        text("idn-email", "ideographic-full-stop", "ann@münchen。de", "ann@münchen.de"),
-        user=IDEOGRAPHIC_STOP,
-        model=IDEOGRAPHIC_STOP,
-    ),
+    text("idn-email", "ideographic-full-stop", "ann@münchen。de", "ann@münchen.de"),
 )
 
 

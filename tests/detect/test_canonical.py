@@ -149,3 +149,22 @@ def test_collapsed_spacing_leaves_the_raw_detection_in_charge(text: str) -> None
     assert [(m.kind, text[m.start : m.end]) for m in found] == [("phone", "415.555.2671")]
     spans = [(m.start, m.end, m.token) for m in found]
     assert restore_as_typed(masked, spans, spellings(found, vault), vault.index()) == text
+
+
+@pytest.mark.parametrize(
+    ("raw", "canonical"),
+    [
+        ("4000\u22120566", "4000-0566"),  # minus sign
+        ("536\u201122", "536-22"),  # non-breaking hyphen
+        ("4000\u20140566", "4000-0566"),  # em dash
+        ("ann@example\u3002org", "ann@example.org"),  # IDNA reads it as a dot
+        ("12\u204434", "12/34"),
+        ("Operation\rBluefinch", "Operation Bluefinch"),  # a lone carriage return breaks a line
+        ("Operation\r\nBluefinch", "Operation Bluefinch"),  # before a line feed it is nothing
+    ],
+)
+def test_separators_read_as_what_they_imitate(raw: str, canonical: str) -> None:
+    norm = normalize(raw)
+    assert norm.text == canonical
+    origin = norm.origin or list(range(len(raw)))
+    assert [raw[i] for i in origin] == [raw[i] for i in origin if i < len(raw)]

@@ -11,9 +11,12 @@ property tables, and the Unicode confusables table that `confusable_homoglyphs` 
 
 - dropped: every `Default_Ignorable_Code_Point` (zero-width spaces and joiners, soft hyphens,
   variation selectors, tag characters, Hangul fillers, U+034F), every format character (Cf:
-  bidi controls, byte-order marks), combining marks (Mn, Me) and carriage returns;
-- unusual spaces (no-break, thin, figure, ideographic, tabs) and line breaks become a space,
-  so `4111 1111\\n1111 1111` reads as one card number;
+  bidi controls, byte-order marks), combining marks (Mn, Me), and a carriage return before
+  a line feed;
+- unusual spaces (no-break, thin, figure, ideographic, tabs) and line breaks (a carriage
+  return on its own too) become a space, so `4111 1111\\n1111 1111` reads as one card number;
+- every dash and the minus sign read as `-`, ideographic full stops as `.` (as IDNA reads a
+  domain), fraction and division slashes as `/`;
 - compatibility forms (NFKC) that are ASCII: fullwidth (`４１１１`, `ｓａｒａｈ＠ａｃｍｅ．ｃｏｍ`),
   mathematical alphanumerics (`𝟒𝟓𝟓𝟔`), circled, squared, superscript and subscript forms, and
   ligatures (`ﬁ` reads `fi`); decimal digits of every script read as ASCII digits;
@@ -44,9 +47,22 @@ _DROPPED = frozenset(
     {"\r"}
     | set(regex.findall(r"[\p{Default_Ignorable_Code_Point}\p{Cf}\p{Mn}\p{Me}]", _PLANES + _TAGS))
 )
+# A carriage return is a line break on its own, and nothing before a line feed.
+_LONE_CR = re.compile(r"\r(?!\n)")
 _SPACES = "\t\n\x0b\x0c\x85\u00a0\u1680\u2028\u2029\u202f\u205f\u3000" + "".join(
     chr(c) for c in range(0x2000, 0x200B)
 )
+# Separators a value is written with, in the forms that read as them: every dash (Unicode's
+# Pd, and the minus sign), the ideographic full stops IDNA reads as a domain's dots, and the
+# fraction and division slashes.
+_SEPARATOR_FORMS = {
+    **{c: "-" for c in regex.findall(r"\p{Pd}", _PLANES) if c != "-"},
+    "\u2212": "-",
+    "\u3002": ".",
+    "\uff61": ".",
+    "\u2044": "/",
+    "\u2215": "/",
+}
 _ADDRESS_SIGNS = "@.+-_%#&:/"
 
 
@@ -93,6 +109,7 @@ def _tables() -> tuple[dict[int, str | None], dict[int, str | None]]:
     """(the detection table, the comparison table): character -> replacement or None (drop)."""
     compare: dict[int, str | None] = {ord(c): None for c in _DROPPED}
     compare.update({ord(c): " " for c in _SPACES})
+    compare.update({ord(c): form for c, form in _SEPARATOR_FORMS.items()})
     for ch in _PLANES:
         if ord(ch) >= 0x80 and ord(ch) not in compare:
             form = _ascii_form(ch)
@@ -160,7 +177,7 @@ _RESIZING = {
 _ONE_TO_ONE = {True: _in_place(_DETECT), False: _in_place(_COMPARE)}
 _TABLE = {True: _DETECT, False: _COMPARE}
 _TRANSLATE = {flag: {k: v for k, v in table.items()} for flag, table in _TABLE.items()}
-# The ASCII characters each table changes (line breaks and tabs become spaces, `\r` goes).
+# The ASCII characters each table changes (line breaks and tabs become spaces).
 _ASCII_SPECIAL = {
     flag: [chr(k) for k in sorted(table) if k < 0x80] for flag, table in _TABLE.items()
 }
@@ -201,6 +218,8 @@ def normalize(text: str, *, lookalikes: bool = True) -> Normalized:
     kept = _kept(text, lookalikes)
     if kept is not None:
         return Normalized(kept, None, len(text))
+    if "\r" in text:
+        text = _LONE_CR.sub("\n", text)  # the same length: offsets are unchanged
     # Dropped and expanded characters are rare: the text is translated in one pass, and the
     # offsets are built run by run between them.
     normalized = text.translate(_TRANSLATE[lookalikes])

@@ -32,6 +32,7 @@ off its event loop); each vault, by one thread at a time.
 from __future__ import annotations
 
 import bisect
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -110,8 +111,9 @@ class Analysis:
 
 
 class Pseudonymizer:
-    # Texts whose findings are kept: `analyze` runs a few times per message, and detection
-    # does not depend on the vault. One per message being analyzed at once, roughly.
+    # Texts whose findings (and their values' normalized forms) are kept: `analyze` runs a few
+    # times per message, and neither depends on the vault. One per message being analyzed at
+    # once, roughly.
     RECENT = 8
 
     def __init__(
@@ -119,19 +121,21 @@ class Pseudonymizer:
     ) -> None:
         self.detectors = detectors or default_detectors()
         self.phone_region = phone_region
-        self._recent: list[tuple[str, list[Finding]]] = []
+        self._recent: list[tuple[str, list[Finding], dict[tuple[str, str], str]]] = []
         self._lock = threading.Lock()
 
-    def _detect(self, text: str) -> list[Finding]:
+    def _detect(self, text: str) -> tuple[list[Finding], dict[tuple[str, str], str]]:
+        """The findings of a text, and its values' normalized forms known so far."""
         with self._lock:
-            for seen, found in self._recent:
+            for seen, found, known in self._recent:
                 if seen is text:
-                    return found
+                    return found, known
         found = self.detectors.detect(text)
         found = self.detectors.resolve([*found, *self._shown(text), *self._typed_tokens(text)])
+        known = {}
         with self._lock:
-            self._recent = [(text, found), *self._recent[: self.RECENT - 1]]
-        return found
+            self._recent = [(text, found, known), *self._recent[: self.RECENT - 1]]
+        return found, known
 
     def _shown(self, text: str) -> list[Finding]:
         """Values the model reads once markdown and entities are decoded.
@@ -144,32 +148,53 @@ class Pseudonymizer:
         spells the value but for its spacing, the raw text's own detection decides: collapsing
         spaces makes no value the model would not already read there.
         """
+        # Only a finding that takes in text the projection shows otherwise than it is written
+        # can be kept, and every such text is at a mark: the projection is read around them.
         if not may_decode(text):
+            return []
+        marks = _marks(text)
+        if not marks:
             return []
         shown = Projector("markdown")
         shown.extend(text, final=True)
+        lo, hi = shown.lo, shown.hi
+        n = len(shown.text)
+        around = []
+        for mark in marks:
+            # The first character shown at or after the mark: it, or the one before it and
+            # it, are in every finding that takes in what the mark changes.
+            i = bisect.bisect_left(lo, mark)
+            around.append((max(0, i - 2), min(n, i + 2)))
         out = []
-        for f in self.detectors.detect(shown.text):
-            start, end = shown.lo[f.start], shown.hi[f.end - 1]
+        for f in self.detectors.detect_around(shown.text, around):
+            start, end = lo[f.start], hi[f.end - 1]
             if _unspaced(text[start:end]) != _unspaced(f.value):
                 out.append(Finding(start, end, f.kind, f.value))
         return out
 
-    def _normalized(self, f: Finding) -> str:
-        return self.detectors.normalize(f.kind, f.value, phone_region=self.phone_region)
+    def _normalized(self, f: Finding, known: dict[tuple[str, str], str]) -> str:
+        # A message is analyzed a few times: its values are normalized once (`known` goes
+        # with its findings).
+        key = (f.kind, f.value)
+        norm = known.get(key)
+        if norm is None:
+            norm = known[key] = self.detectors.normalize(
+                f.kind, f.value, phone_region=self.phone_region
+            )
+        return norm
 
     def analyze(self, text: str, vault: Vault) -> Analysis:
         """One pass: the masked text if every value has a token, else the values that need one."""
-        found = self._detect(text)
+        found, known = self._detect(text)
         extra: list[Finding] = []
         while True:
             findings = sorted([*found, *extra], key=lambda f: f.start)
-            missing = self._missing(findings, vault)
+            missing = self._missing(findings, vault, known)
             reserve = self._unreserved(text, findings, vault)
             if missing:
                 return Analysis(findings, missing, reserve=reserve)
-            masked_text, masked = self._apply(text, findings, vault)
-            stray = self._stray_forms(text, masked_text, masked, vault)
+            masked_text, masked = self._apply(text, findings, vault, known)
+            stray = self._stray_forms(text, masked, vault)
             if not stray:
                 return Analysis(findings, [], masked_text, masked, reserve)
             extra.extend(stray)
@@ -215,22 +240,26 @@ class Pseudonymizer:
         ids.difference_update(vault.index().values, vault.reserved)
         return sorted(ids)
 
-    def _missing(self, findings: list[Finding], vault: Vault) -> list[VaultItem]:
+    def _missing(
+        self, findings: list[Finding], vault: Vault, known: dict[tuple[str, str], str]
+    ) -> list[VaultItem]:
         # Keyed as the vault and the store key values: by kind label and normalized form.
         missing: dict[tuple[str, str], VaultItem] = {}
         for f in findings:
-            norm = self._normalized(f)
+            norm = self._normalized(f, known)
             slot = (kind_label(f.kind), norm)
             if slot not in missing and vault.lookup(f.kind, norm) is None:
                 missing[slot] = VaultItem(f.kind, f.value, norm)
         return list(missing.values())
 
-    def _apply(self, text: str, findings: list[Finding], vault: Vault) -> tuple[str, list[Masked]]:
+    def _apply(
+        self, text: str, findings: list[Finding], vault: Vault, known: dict[tuple[str, str], str]
+    ) -> tuple[str, list[Masked]]:
         out: list[str] = []
         masked: list[Masked] = []
         pos = 0
         for f in findings:
-            token = vault.lookup(f.kind, self._normalized(f))
+            token = vault.lookup(f.kind, self._normalized(f, known))
             assert token is not None
             out.append(text[pos : f.start])
             out.append(token)
@@ -240,28 +269,31 @@ class Pseudonymizer:
         out.append(text[pos:])
         return "".join(out), masked
 
-    def _stray_forms(
-        self, text: str, masked_text: str, masked: list[Masked], vault: Vault
-    ) -> list[Finding]:
-        """Forms of vault tokens that came from the user's own text, in original offsets."""
-        # Where each inserted token sits in the masked text; after the k-th, an offset of the
-        # masked text is `shifts[k]` more than in the original.
-        inserted: set[tuple[int, int]] = set()
-        ends: list[int] = []
-        shifts: list[int] = []
-        shift = 0
-        for m in masked:
-            start = m.start + shift
-            shift += len(m.token) - (m.end - m.start)
-            inserted.add((start, start + len(m.token)))
-            ends.append(start + len(m.token))
-            shifts.append(shift)
+    def _stray_forms(self, text: str, masked: list[Masked], vault: Vault) -> list[Finding]:
+        """Forms of vault tokens that came from the user's own text, in original offsets.
+
+        Those are the forms of the masked text but its tokens: the restorer reads each token
+        as itself (it begins with `<`, which no form holds but first, and ends with `>`), and
+        a form before it as if the text ended there. So the user's own pieces of text are
+        read, joined by a character that no form holds and that is no word character either,
+        as a token is to its neighbours: each form is read once, whatever the findings.
+        """
+        pieces: list[str] = []
+        starts: list[int] = []  # where each piece starts in the joined text
+        shifts: list[int] = []  # and how far it is from there in the original
+        pos = at = 0
+        for m in [*masked, None]:
+            end = len(text) if m is None else m.start
+            pieces.append(text[pos:end])
+            starts.append(at)
+            shifts.append(pos - at)
+            at += end - pos + 1
+            if m is not None:
+                pos = m.end
         stray: list[Finding] = []
-        for start, end in find_forms(masked_text, vault.index()):
-            if (start, end) in inserted:
-                continue
-            o_start = _to_original(start, ends, shifts)
-            o_end = _to_original(end, ends, shifts)
+        for start, end in find_forms(_APART.join(pieces), vault.index()):
+            shift = shifts[bisect.bisect_right(starts, start) - 1]
+            o_start, o_end = start + shift, end + shift
             # Widen to whole words, so the neutralized text restores as typed.
             while o_start > 0 and is_word_char(text[o_start - 1]):
                 o_start -= 1
@@ -271,15 +303,28 @@ class Pseudonymizer:
         return stray
 
 
+_APART = "\x00"
+
+
+# Where the markdown projection may show a text otherwise than it is written, but for its
+# spacing: an entity, an escape, a marker, link syntax, a run of `_` the renderer takes for a
+# marker. A run of `_` between two ASCII letters or digits, of at most 32, shows as written
+# (CommonMark's intraword rule) unless a link destination can hold it, that is unless the text
+# has a `]`. `Projector` decides; this only says where it may differ (for a run of `_`, at one
+# of its characters). Each pattern starts with one class, which `re` scans for quickly.
+_MARKS = re.compile(r"[&\\*`~\[\]_](?<!__)")
+_MARKS_NO_LINKS = re.compile(
+    r"[&\\*`~\[_](?:(?<=[&\\*`~\[])|(?<![A-Za-z0-9_]_)|(?<=_)_{32,}|(?<=_)_*+(?![A-Za-z0-9_]))"
+)
+
+
+def _marks(text: str) -> list[int]:
+    marks = _MARKS if "]" in text else _MARKS_NO_LINKS
+    return [m.start() for m in marks.finditer(text)]
+
+
 def _unspaced(text: str) -> str:
     return "".join(text.split())
-
-
-def _to_original(offset: int, ends: list[int], shifts: list[int]) -> int:
-    """Map a masked-text offset outside any inserted token back to the original text: it is
-    shifted by the tokens that end at or before it (`ends` in order, `shifts` after each)."""
-    k = bisect.bisect_right(ends, offset)
-    return offset - shifts[k - 1] if k else offset
 
 
 def spellings(masked: Sequence[Masked], vault: Mapping[str, str]) -> dict[int, str]:

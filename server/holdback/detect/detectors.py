@@ -19,6 +19,7 @@ from holdback.detect.base import Detector, Finding
 from holdback.detect.dictionary import TermMatcher
 from holdback.detect.normalize import normalize
 from holdback.detect.patterns import builtin_detectors
+from holdback.detect.regex_detector import RegexDetector
 from holdback.detect.values import normalize_value
 
 SPECIFICITY = ("secret", "jwt", "iban", "credit_card", "us_ssn", "email", "ip_address", "phone")
@@ -107,6 +108,73 @@ class DetectorSet:
             mapped.append(Finding(s, e, f.kind, text[s:e]))
         return Scan(mapped, norm.to_original(hold))
 
+    def detect_around(self, text: str, spans: Iterable[tuple[int, int]]) -> list[Finding]:
+        """The findings of `detect(text)` that overlap one of `spans`, looking at the text near
+        them only.
+
+        The rule that makes it exact: a pattern detector's matches hold only characters of its
+        alphabet, so each lies in one run of them, and it is found by searching from the start
+        of its run to its end (a check looks before and after its match, and it still can: the
+        whole text is searched, between bounds). Each such detector searches the runs of its
+        alphabet that meet the spans; any other detector, the whole text. The choice among
+        overlapping findings depends only on the findings that overlap them, and on those that
+        overlap these, and so on: the runs that meet each new finding are searched too, until
+        none is new, and the findings found are resolved together as `detect` resolves them.
+        """
+        wanted = _merged(spans)
+        if not wanted:
+            return []
+        norm = normalize(text)
+        ntext, n = norm.text, len(norm.text)
+        origin = norm.origin
+
+        def to_normalized(start: int, end: int) -> tuple[int, int]:
+            # Every normalized character of a finding that overlaps start..end, at least.
+            if origin is None:
+                return start, end
+            lo, hi = bisect.bisect_left(origin, start), bisect.bisect_left(origin, end)
+            return max(0, lo - 1), min(n, hi + 1)
+
+        def to_original(f: Finding) -> Finding:
+            if norm.text is text:
+                return f
+            s, e = norm.span_to_original(f.start, f.end)
+            return Finding(s, e, f.kind, text[s:e])
+
+        patterned = [d for d in self.detectors if isinstance(d, RegexDetector)]
+        everywhere = [
+            to_original(f)
+            for d in self.detectors
+            if not isinstance(d, RegexDetector)
+            for f in d.candidates(ntext, 0, n, partial=False).findings
+        ]
+        searched: dict[int, list[tuple[int, int]]] = {id(d): [] for d in patterned}
+        found: set[Finding] = set()
+        pending = wanted
+        while pending:
+            new: set[Finding] = set()
+            near = _merged(to_normalized(s, e) for s, e in pending)
+            for d in patterned:
+                done = searched[id(d)]
+                if done == [(0, n)]:
+                    continue
+                if not done and len(near) * _PER_SEARCH >= n:
+                    stretches = [(0, n)]  # as cheap to search it all at once
+                else:
+                    stretches = _unsearched(_runs_meeting(d, ntext, near, done), done, n)
+                    if not done and sum(e - s + _PER_SEARCH for s, e in stretches) >= n:
+                        stretches = [(0, n)]
+                for start, end in stretches:
+                    c = d.candidates(ntext, start, min(n, end + _LOOK_AHEAD), partial=False)
+                    new.update(to_original(f) for f in c.findings if f.start < end)
+                    done.append((start, end))
+                done[:] = _merged(done)
+            new.update(f for f in everywhere if _meets(f, pending))
+            new -= found
+            found |= new
+            pending = _merged((f.start, f.end) for f in new)
+        return [f for f in self.resolve(found) if _meets(f, wanted)]
+
     def resolve(self, findings: Iterable[Finding]) -> list[Finding]:
         """One finding per overlap: the longest, then the most specific, then the first."""
         ordered = sorted(findings, key=lambda f: (-(f.end - f.start), self.rank(f.kind), f.start))
@@ -122,6 +190,77 @@ class DetectorSet:
             starts.insert(i, f.start)
             chosen.insert(i, f)
         return chosen
+
+
+# How far past the end of its match a pattern or a check may look (a look-ahead, `glued`).
+_LOOK_AHEAD = 16
+# Runs closer than this are searched as one: fewer, longer searches. A search costs about as
+# much as reading `_PER_SEARCH` characters more.
+_CLOSE = 256
+_PER_SEARCH = 256
+
+
+def _merged(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for s, e in sorted(spans):
+        if out and s <= out[-1][1]:
+            if e > out[-1][1]:
+                out[-1] = (out[-1][0], e)
+        else:
+            out.append((s, e))
+    return out
+
+
+def _meets(f: Finding, spans: list[tuple[int, int]]) -> bool:
+    """Whether a finding overlaps one of `spans` (merged, in order)."""
+    i = bisect.bisect_left(spans, (f.end, -1))
+    return i > 0 and spans[i - 1][1] > f.start
+
+
+def _runs_meeting(
+    d: RegexDetector, text: str, spans: list[tuple[int, int]], done: list[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """Stretches of `text` that hold every run of `d`'s alphabet meeting one of `spans`
+    (merged, in order) but for spans inside a stretch of `done`, each from just after a
+    character outside the alphabet (or the start of the text) to just before one (or the
+    end). Each character is read once."""
+    out: list[tuple[int, int]] = []
+    for s, e in spans:
+        i = bisect.bisect_right(done, (s, len(text) + 1))
+        if i and done[i - 1][1] >= e:
+            continue
+        if out and s <= out[-1][1] + _CLOSE:
+            start = out[-1][0]
+            end = max(out[-1][1], d.run_end(text, e) if e > out[-1][1] else out[-1][1])
+            out[-1] = (start, end)
+            continue
+        start = d.run_start(text, out[-1][1] if out else 0, s)
+        out.append((start, d.run_end(text, e)))
+    return out
+
+
+def _unsearched(
+    stretches: list[tuple[int, int]], done: list[tuple[int, int]], n: int
+) -> list[tuple[int, int]]:
+    """The parts of `stretches` not in `done` (both as `_runs_meeting` makes them). A part
+    starts after the end of a searched stretch, whose character is outside the alphabet, and
+    ends before the character outside it that precedes the next one, so it is one of them
+    too."""
+    out: list[tuple[int, int]] = []
+    for start, end in stretches:
+        i = bisect.bisect_right(done, (start, n + 1))
+        if i and done[i - 1][1] > start:
+            start = done[i - 1][1] + 1
+        while start < end:
+            if i < len(done) and done[i][0] < end:
+                if done[i][0] - 1 > start:
+                    out.append((start, done[i][0] - 1))
+                start = done[i][1] + 1
+                i += 1
+            else:
+                out.append((start, end))
+                break
+    return out
 
 
 def settle(found: list[Finding], hold: int) -> tuple[list[Finding], int]:

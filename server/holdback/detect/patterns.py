@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
+import re
 from collections.abc import Callable, Iterator, Sequence
 
 import regex
@@ -142,6 +143,11 @@ def _next_local_start(text: str, start: int, at: int) -> int:
     return start
 
 
+# An `@` that a domain can follow: a domain is a label, a dot and more. The text after each
+# `@` is read up to the next `@`, space or dot, so a text costs one pass however many it holds.
+_AT_DOMAIN = re.compile(r"@(?=[^\s@.]+\.)")
+
+
 class _AddressDetector(RegexDetector):
     """The email detector, matched from each `@` rather than at every word: a match's local
     part runs to its `@`, so the starts worth trying are in the runs of local-part characters
@@ -157,10 +163,9 @@ class _AddressDetector(RegexDetector):
 
     def matches(self, text: str, first: int, endpos: int) -> Iterator[regex.Match[str]]:
         match, starts = self.pattern.match, self.starts.search
-        at = text.find("@", first + 1, endpos)
-        while at != -1:
+        for sign in _AT_DOMAIN.finditer(text, first + 1, endpos):
+            at = sign.start()
             if _LOCAL_CHAR.match(text, at - 1) is None:  # no local part ends here (`@@`, ` @`)
-                at = text.find("@", at + 1, endpos)
                 continue
             begins = set()
             for run in self._runs_before:
@@ -173,7 +178,6 @@ class _AddressDetector(RegexDetector):
                 m = match(text, begin, endpos)
                 if m is not None:
                     yield m
-            at = text.find("@", at + 1, endpos)
 
 
 EMAIL = _AddressDetector(
@@ -211,7 +215,18 @@ def _card_begins(text: str, start: int) -> bool:
 
 _DIGIT_GROUP = regex.compile(r"[0-9]+")
 _NOT_DIGITS = regex.compile(r"[^0-9]+")
-_card_ok = functools.lru_cache(maxsize=1 << 15)(v.credit_card_ok)
+
+
+def _grouping_ok(
+    text: str, groups: list[tuple[int, int]], sizes: list[int], i: int, j: int, number: str
+) -> bool:
+    """`credit_card_ok` for groups i..j-1 of a run, whose digits (`number`) pass Luhn and carry
+    an issuer's prefix: what is left is how they are grouped (the run's separators are those
+    `credit_card_ok` accepts)."""
+    if j == i + 1:
+        return len(set(number)) > 1
+    separators = {text[groups[k - 1][1] : groups[k][0]] for k in range(i + 1, j)}
+    return v.card_grouping_ok(sizes[i:j], separators, number)
 
 
 def _cards(m: regex.Match[str]) -> list[tuple[int, int]] | None:
@@ -226,26 +241,30 @@ def _cards(m: regex.Match[str]) -> list[tuple[int, int]] | None:
     groups = [g.span() for g in _DIGIT_GROUP.finditer(text, m.start(), m.end())]
     if glued(m):
         groups.pop()
-    offsets = [0, *itertools.accumulate(b - a for a, b in groups)]
+    sizes = [b - a for a, b in groups]
+    offsets = [0, *itertools.accumulate(sizes)]
     total = offsets[-1]
     if total < 13:
         return None
-    digits = "".join(text[a:b] for a, b in groups)
+    digits = "".join([text[a:b] for a, b in groups])
     # Constant-time Luhn over slices pays off for runs with many candidates only.
     luhn = v.LuhnSums(digits) if len(digits) > 40 else None
     count = len(groups)
     # grouped[k]: the first group from k on that no grouped card number has (not 2-6 digits)
     grouped = [count] * (count + 1)
     for k in range(count - 1, -1, -1):
-        grouped[k] = k if not 2 <= offsets[k + 1] - offsets[k] <= 6 else grouped[k + 1]
+        grouped[k] = k if not 2 <= sizes[k] <= 6 else grouped[k + 1]
     found: list[tuple[int, int]] = []
     sums = luhn.sums if luhn else None
     brand_ok = v.card_brand_ok
+    no_issuer = v.NO_ISSUER_FIRST
     lo = hi = 1  # candidate ends (group indices) with 13..19 digits, kept as the start moves
     for i, (start, _) in enumerate(groups):
         base = offsets[i]
         if total - base < 13:
             break  # too few digits left for any card number
+        if text[start] in no_issuer:
+            continue
         if (i or start) and text[start - 1] != " " and not _card_begins(text, start):
             continue
         # stretches of groups i..j-1 with 13 to 19 digits, longest first
@@ -266,13 +285,22 @@ def _cards(m: regex.Match[str]) -> list[tuple[int, int]] | None:
                 passes = (weights[end] - weights[base]) % 10 == 0
             else:
                 passes = v.luhn_ok(digits[base:end])
-            if passes and brand_ok(digits[base:end]) and _card_ok(text[start : groups[j - 1][1]]):
+            if not passes:
+                continue
+            number = digits[base:end]
+            if brand_ok(number) and _grouping_ok(text, groups, sizes, i, j, number):
                 found.append((start, groups[j - 1][1]))
                 break
     return found or None
 
 
-_CARD_PATTERN = regex.compile(rf"[0-9](?<![{_CARD_BEFORE}](?s:.))[0-9]*+(?:{_SEP}[0-9]++)*+")
+_CARD_RUN = rf"[0-9]*+(?:{_SEP}[0-9]++)*+"
+_CARD_PATTERN = regex.compile(rf"[0-9](?<![{_CARD_BEFORE}](?s:.)){_CARD_RUN}")
+# One-shot searches skip the runs of fewer than 13 digits, which `_cards` rejects (looked for
+# over at most three separator characters between two digits, as many as `_SEP` has).
+_CARD_ONCE = regex.compile(
+    rf"[0-9](?<![{_CARD_BEFORE}](?s:.))(?=(?:[ \-./\u2013]{{0,3}}+[0-9]){{12}}){_CARD_RUN}"
+)
 
 CREDIT_CARD = RegexDetector(
     "credit_card",
@@ -283,6 +311,7 @@ CREDIT_CARD = RegexDetector(
     starts=rf"(?<![{_CARD_BEFORE}])[0-9]",
     gate="[0-9]",
     runs=True,
+    once=_CARD_ONCE,
 )
 
 
@@ -367,13 +396,27 @@ _PHONE_BEFORE_PAREN = r"0-9A-Za-z(@"
 _PHONE_BEFORE_DIGIT = r"0-9A-Za-z+\-\u2013/@"
 # Each start consumes its first character before its look-behind (`x(?<![…](?s:.))`, the
 # look-behind of one character before `x`): `regex` then scans for that character quickly.
-PHONE_PATTERN = (
-    rf"(?:\+(?<![{_PHONE_BEFORE_PLUS}](?s:.))[0-9]{{1,3}}{_PSEP}?(?:\([0-9]{{1,5}}\){_PSEP}?)?"
-    rf"[0-9]"
-    rf"|\((?<![{_PHONE_BEFORE_PAREN}](?s:.))[0-9]{{1,5}}\){_PSEP}?[0-9]"
-    rf"|[0-9](?<![{_PHONE_BEFORE_DIGIT}](?s:.)))"
-    # the groups; then, after a slash, the last digits of more numbers (`… 5678 / 5679`)
-    rf"[0-9]*+(?:{_PSEP} ?[0-9]++)*+(?: ?/ ?[0-9]++(?!{_PSEP}?[0-9]))*+"
+def _phone_pattern(*, ahead_plus: str = "", ahead_digit: str = "") -> str:
+    """The phone pattern; `ahead_*` is a look-ahead after the first character of a start at a
+    `+` or a `(`, or at a digit."""
+    return (
+        rf"(?:\+(?<![{_PHONE_BEFORE_PLUS}](?s:.)){ahead_plus}[0-9]{{1,3}}{_PSEP}?"
+        rf"(?:\([0-9]{{1,5}}\){_PSEP}?)?[0-9]"
+        rf"|\((?<![{_PHONE_BEFORE_PAREN}](?s:.)){ahead_plus}[0-9]{{1,5}}\){_PSEP}?[0-9]"
+        rf"|[0-9](?<![{_PHONE_BEFORE_DIGIT}](?s:.)){ahead_digit})"
+        # the groups; then, after a slash, the last digits of more numbers (`… 5678 / 5679`)
+        rf"[0-9]*+(?:{_PSEP} ?[0-9]++)*+(?: ?/ ?[0-9]++(?!{_PSEP}?[0-9]))*+"
+    )
+
+
+PHONE_PATTERN = _phone_pattern()
+# One-shot searches skip the runs of fewer than 7 digits, which `_phones` rejects: after its
+# first character, a start looks ahead for them (after it, so `regex` still scans for that
+# character quickly), over at most four characters between two digits (the pattern has three
+# at most: `) (`, ` / `).
+_PHONE_ONCE = _phone_pattern(
+    ahead_plus=r"(?=(?:[ ().+\-\u2013/]{0,4}+[0-9]){7})",
+    ahead_digit=r"(?=(?:[ ().+\-\u2013/]{0,4}+[0-9]){6})",
 )
 PHONE_STARTS = (
     rf"\+(?<![{_PHONE_BEFORE_PLUS}](?s:.))|\((?<![{_PHONE_BEFORE_PAREN}](?s:.))"
@@ -629,6 +672,7 @@ def make_phone(regions: Sequence[str] = ("US",)) -> RegexDetector:
     `validators.phone_number_ok`)."""
     codes = tuple(regions) or ("US",)
     pattern = regex.compile(PHONE_PATTERN)
+    once = regex.compile(_PHONE_ONCE)
     return RegexDetector(
         "phone",
         pattern,
@@ -639,6 +683,7 @@ def make_phone(regions: Sequence[str] = ("US",)) -> RegexDetector:
         lookback=64,
         gate="[0-9+(]",
         runs=True,
+        once=once,
     )
 
 

@@ -55,6 +55,7 @@ class RegexDetector:
 
     __slots__ = (
         "_gate",
+        "_head",
         "_tail",
         "alphabet",
         "check",
@@ -63,6 +64,7 @@ class RegexDetector:
         "kind",
         "lookback",
         "needs",
+        "once",
         "pattern",
         "runs",
         "short",
@@ -85,6 +87,7 @@ class RegexDetector:
         short: int = 0,
         runs: bool = False,
         hint: str | None = None,
+        once: regex.Pattern[str] | None = None,
     ) -> None:
         self.kind = kind
         self.pattern = pattern
@@ -94,6 +97,7 @@ class RegexDetector:
         self.lookback = lookback
         self.alphabet = alphabet
         self._tail = regex.compile(rf"(?r){alphabet}*")
+        self._head = regex.compile(rf"{alphabet}*+")
         self.starts = regex.compile(starts)
         # A character that every match, and every open start, must contain: a text without
         # one is skipped at the cost of one quick search (most reply text has no digit).
@@ -104,6 +108,9 @@ class RegexDetector:
         self.short = short
         self.runs = runs
         self.hint = re.compile(hint) if hint else None
+        # For one-shot searches only (streaming asks `pattern` what is still open): the same
+        # matches as `pattern`, but for those the check rejects for their length alone.
+        self.once = once
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -130,13 +137,35 @@ class RegexDetector:
         tail = self._tail.search(text, pos, endpos)
         return tail.start() if tail is not None and tail.end() == endpos else endpos
 
+    def run_end(self, text: str, pos: int) -> int:
+        """Where the run of alphabet characters that starts at `pos` ends (one-shot use)."""
+        m = self._head.match(text, pos)
+        return m.end() if m is not None else pos
+
     def candidates(self, text: str, pos: int, endpos: int, *, partial: bool) -> Candidates:
         if self._gate is not None and not self._gate.search(
             text, max(0, pos - self.lookback), endpos
         ):
             return Candidates([], endpos)
-        hold = self.open_start(text, pos, endpos) if partial else endpos
+        if not partial:
+            return Candidates(self._found(text, pos, endpos), endpos)
+        hold = self.open_start(text, pos, endpos)
         return Candidates(self.decided(text, pos, endpos, hold), hold)
+
+    def _found(self, text: str, pos: int, endpos: int) -> list[Finding]:
+        """`decided(text, pos, endpos, endpos)` for a text that ends at `endpos`: matched
+        with `once`, if given."""
+        if self.once is None:
+            return self.decided(text, pos, endpos, endpos)
+        findings: list[Finding] = []
+        for m in self._matching(self.once, text, max(0, pos - self.lookback), endpos):
+            spans = self.check(m)
+            if spans is None:
+                continue
+            for start, end in spans if isinstance(spans, list) else [spans]:
+                if end > start and start >= pos:
+                    findings.append(Finding(start, end, self.kind, text[start:end]))
+        return findings
 
     def decided(
         self, text: str, pos: int, endpos: int, hold: int, *, since: int | None = None
@@ -162,10 +191,15 @@ class RegexDetector:
     def matches(self, text: str, first: int, endpos: int) -> Iterator[regex.Match[str]]:
         """The pattern's matches that begin at `first` or later, in order: at every start, or
         for a run detector at every start not inside an earlier match."""
+        return self._matching(self.pattern, text, first, endpos)
+
+    def _matching(
+        self, pattern: regex.Pattern[str], text: str, first: int, endpos: int
+    ) -> Iterator[regex.Match[str]]:
         if self.hint is None:
-            yield from self.pattern.finditer(text, first, endpos, overlapped=not self.runs)
+            yield from pattern.finditer(text, first, endpos, overlapped=not self.runs)
             return
-        match = self.pattern.match
+        match = pattern.match
         covered = first
         for h in self.hint.finditer(text, first, endpos):
             start = h.start()

@@ -98,12 +98,18 @@ class LuhnSums:
         return (sums[end] - sums[start]) % 10 == 0
 
 
+# No issuer prefix begins with these digits.
+NO_ISSUER_FIRST = frozenset("0179")
+
+
 def card_brand_ok(digits: str) -> bool:
     """A real issuer prefix: Visa, Mastercard, Amex, Discover, JCB, Diners, UnionPay, Maestro."""
     n = len(digits)
-    two, four, six = int(digits[:2]), int(digits[:4]), int(digits[:6])
     if digits[0] == "4":
         return n in (13, 16, 19)
+    if digits[0] in NO_ISSUER_FIRST:
+        return False
+    two, four, six = int(digits[:2]), int(digits[:4]), int(digits[:6])
     if 51 <= two <= 55 or 222100 <= six <= 272099:
         return n == 16
     if two in (34, 37):
@@ -139,13 +145,19 @@ def credit_card_ok(text: str) -> bool:
     if len(digits) != len(text):
         if _GROUPED.fullmatch(text) is None:
             return False
-        groups = _GROUPS.findall(text)
-        sizes = [len(g) for g in groups]
-        if any(not 2 <= n <= 6 for n in sizes):
-            return False
-        separators = set(_SEPARATORS.findall(text))
-        if len(separators) > 1 and not _network_grouping(sizes):
-            return False
+        sizes = [len(g) for g in _GROUPS.findall(text)]
+        return card_grouping_ok(sizes, set(_SEPARATORS.findall(text)), digits)
+    return len(set(digits)) > 1
+
+
+def card_grouping_ok(sizes: list[int], separators: set[str], digits: str) -> bool:
+    """The rest of `credit_card_ok` for 13 to 19 digits that pass Luhn and carry an issuer's
+    prefix, written in groups of `sizes` digits with `separators` between them (a caller that
+    has the groups already asks this alone)."""
+    if any(not 2 <= n <= 6 for n in sizes):
+        return False
+    if len(separators) > 1 and not _network_grouping(sizes):
+        return False
     return len(set(digits)) > 1
 
 

@@ -394,6 +394,8 @@ _TOKEN = regex.compile(r"\+[0-9]+|\([0-9]+\)|[0-9]+")
 _PHONE_BEFORE_PLUS = r"0-9A-Za-z+@"
 _PHONE_BEFORE_PAREN = r"0-9A-Za-z(@"
 _PHONE_BEFORE_DIGIT = r"0-9A-Za-z+\-\u2013/@"
+
+
 # Each start consumes its first character before its look-behind (`x(?<![…](?s:.))`, the
 # look-behind of one character before `x`): `regex` then scans for that character quickly.
 def _phone_pattern(*, ahead_plus: str = "", ahead_digit: str = "") -> str:

@@ -8,14 +8,27 @@ per KiB at 64 KiB as at 1 KiB, and not much more than prose does.
 Each measurement is the CPU time of one `pseudonymize` call with a fresh `Pseudonymizer` (its
 one-text detection cache would otherwise hide the detectors) and a fresh vault; contenders run
 in interleaved rounds and each keeps its best round (see `timing.py`).
+
+`--base REV` measures prose throughput against an earlier revision instead, side by side in one
+run: the revision is checked out into a temporary git worktree and measured in its own
+interpreter (as `chain_compare.py` does), on the same texts as this checkout, in interleaved
+rounds.
+
+    python bench/pseudonymize_bench.py [--base <rev>] [--rounds 5]
 """
 
 from __future__ import annotations
 
+import argparse
 import gc
+import json
 import random
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from detect_bench import chat_text
 
@@ -159,5 +172,105 @@ def report(r: dict[str, dict[int, float]]) -> str:
     return "\n".join(rows)
 
 
+# -- against an earlier revision -----------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Run inside each side's interpreter, on texts made by this checkout: CPU seconds by size, each
+# a fresh Pseudonymizer and a fresh vault on a text of its own.
+_MEASURE = r"""
+import gc, json, sys, time
+from holdback.detect import DetectorSet
+from holdback.pseudonymize import Pseudonymizer
+from holdback.vault import Vault
+given = json.load(open(sys.argv[1], encoding="utf-8"))
+detectors = DetectorSet.from_config()
+Pseudonymizer(detectors).pseudonymize(given["warm"], Vault())
+out = {}
+for size, text in given["texts"]:
+    pseudonymizer = Pseudonymizer(detectors)
+    gc.collect()
+    gc.disable()
+    start = time.process_time()
+    pseudonymizer.pseudonymize(text, Vault())
+    out[size] = time.process_time() - start
+    gc.enable()
+print(json.dumps(out))
+"""
+
+
+def _measure_side(server: Path, texts: Path) -> dict[int, float]:
+    env = {"PYTHONPATH": str(server), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [sys.executable, "-c", _MEASURE, str(texts)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return {int(k): v for k, v in json.loads(done.stdout.strip().splitlines()[-1]).items()}
+
+
+def compare(base: str, rounds: int = 5, sizes: tuple[int, ...] = SIZES) -> str:
+    """Prose throughput of `base` and of this checkout, best of interleaved rounds."""
+    best: dict[str, dict[int, float]] = {
+        side: dict.fromkeys(sizes, float("inf")) for side in ("base", "head")
+    }
+    with tempfile.TemporaryDirectory(prefix="holdback-base-") as tmp:
+        tree = Path(tmp) / "tree"
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), base],
+            check=True,
+            capture_output=True,
+        )
+        try:
+            for r in range(rounds):
+                texts = Path(tmp) / f"round{r}.json"
+                given = {
+                    "warm": prose(64 * KIB, 999),
+                    "texts": [(size, prose(size * KIB, 100 + r)) for size in sizes],
+                }
+                texts.write_text(json.dumps(given), encoding="utf-8")
+                for side, server in (("base", tree / "server"), ("head", ROOT / "server")):
+                    for size, seconds in _measure_side(server, texts).items():
+                        best[side][size] = min(best[side][size], seconds)
+        finally:
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
+                check=False,
+                capture_output=True,
+            )
+    rows = [
+        f"### Pseudonymize prose throughput, {base} and this checkout (MB/s, best of {rounds} "
+        "interleaved rounds)",
+        "",
+        f"| size | {base} | this checkout | this checkout / {base} |",
+        "|---:|---:|---:|---:|",
+    ]
+    for size in sizes:
+        before = size * KIB / best["base"][size] / 1e6
+        after = size * KIB / best["head"][size] / 1e6
+        rows.append(f"| {size} KiB | {before:.2f} | {after:.2f} | {after / before:.2f}× |")
+    top = sizes[-1]
+    ratio = best["base"][top] / best["head"][top]
+    rows += [
+        "",
+        f"- throughput at {top} KiB, this checkout / {base}: **{ratio:.2f}×** (target ≥ 0.8)",
+    ]
+    return "\n".join(rows)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--base", help="an earlier revision to measure prose throughput against")
+    parser.add_argument("--rounds", type=int, default=None)
+    args = parser.parse_args()
+    if args.base:
+        print(compare(args.base, rounds=args.rounds or 5))
+    else:
+        print(report(run(rounds=args.rounds or 3)))
+    return 0
+
+
 if __name__ == "__main__":
-    print(report(run()))
+    raise SystemExit(main())

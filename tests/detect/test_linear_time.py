@@ -20,12 +20,15 @@ from collections.abc import Callable
 
 import phonenumbers
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from holdback.detect import DetectorSet
+from holdback.detect import DetectorSet, Finding
 from holdback.detect import validators as v
 from holdback.detect.regex_detector import RegexDetector
 from holdback.pseudonymize import Pseudonymizer
 from holdback.stream import Guard
+from holdback.stream.projection import Projector, may_decode
 from holdback.vault import Vault
 
 KIB = 1024
@@ -105,6 +108,7 @@ FAMILIES: dict[str, Callable[[int, int], str]] = {
     "_sk-_sk-": _repeat("_sk-"),
     "BEGIN lines": _repeat("-----BEGIN PRIVATE KEY----- "),
     "phone numbers side by side": _phone_list,
+    "markup around values": _repeat("**ann**@example.org `x` 4111&#32;1111 1111 1111 a_b \\_ "),
 }
 
 DETECTORS = DetectorSet.from_config(phone_regions=("US", "GB", "DE"), entropy_secrets=True)
@@ -189,7 +193,15 @@ def test_detection_time_grows_linearly(family: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "family", ["digit groups", "two-digit groups", "phone numbers side by side"]
+    "family",
+    [
+        "digit groups",
+        "two-digit groups",
+        "phone numbers side by side",
+        "markup around values",
+        "<a_1_1_1",
+        "separator runs",
+    ],
 )
 def test_pseudonymization_time_grows_linearly(family: str) -> None:
     long, short = _long_and_short(FAMILIES[family], KIB, 16)
@@ -240,3 +252,71 @@ def test_the_streaming_guard_grows_linearly(family: str) -> None:
     t_long = _best_cpu(lambda: screen([long]), rounds=2)
     t_short = _best_cpu(lambda: screen(short), rounds=2)
     assert t_long <= 3 * t_short + 0.005, (t_long, t_short)
+
+
+# -- the fast paths find what the plain ones do ---------------------------------------------
+#
+# Pseudonymization reads the user's text as the markdown projection shows it only around the
+# places where the projection differs from it (`DetectorSet.detect_around`): the same findings
+# as reading the whole projection, checked here against doing just that.
+
+PIECES = [
+    "ann@example.org",
+    "ann&#64;example.org",
+    "**ann**@example.org",
+    "_ann@example.org_",
+    "[ann](https://x.org)@example.org",
+    "4111 1111 1111 1111",
+    "4111&#32;1111 1111 1111",
+    "41\\11 1111 1111 1111",
+    "+1 (415) 555-2671",
+    "+1 (415) 555&#45;2671",
+    "219-09-9999",
+    "219\\-09-9999",
+    "DE89 3704 0044 0532 0130 00",
+    "10&#46;0.0.1",
+    "sk-proj-" + "a1B2c3D4e5" * 4,
+    "-----BEGIN PRIVATE KEY-----",
+    "Acme **Holdings**",
+    "Acme  Holdings",
+    "0049 30 1234 5678",
+]
+FILLER = st.text(alphabet=" .,-_*`~[]()&#;\\\n\u200bax19@", max_size=5)
+MARKUP_SET = DetectorSet.from_config(
+    {"client": ["Acme Holdings", "Globex"]}, phone_regions=("US", "DE"), entropy_secrets=True
+)
+
+
+@st.composite
+def marked_up(draw: st.DrawFn) -> str:
+    return "".join(draw(st.lists(st.one_of(FILLER, st.sampled_from(PIECES)), max_size=12)))
+
+
+@given(text=marked_up(), data=st.data())
+def test_detect_around_finds_what_detect_finds_near_the_spans(
+    text: str, data: st.DataObject
+) -> None:
+    n = len(text)
+    starts = data.draw(st.lists(st.integers(0, n), min_size=1, max_size=4))
+    spans = [(s, min(n, s + data.draw(st.integers(0, 6)))) for s in starts]
+    near = [f for f in MARKUP_SET.detect(text) if any(f.start < e and s < f.end for s, e in spans)]
+    assert MARKUP_SET.detect_around(text, spans) == near
+
+
+def _shown_in_full(detectors: DetectorSet, text: str) -> list[Finding]:
+    """The values the model reads, by reading the whole projection."""
+    if not may_decode(text):
+        return []
+    shown = Projector("markdown")
+    shown.extend(text, final=True)
+    out = []
+    for f in detectors.detect(shown.text):
+        start, end = shown.lo[f.start], shown.hi[f.end - 1]
+        if "".join(text[start:end].split()) != "".join(f.value.split()):
+            out.append(Finding(start, end, f.kind, f.value))
+    return out
+
+
+@given(text=marked_up())
+def test_the_shown_text_is_read_around_its_marks_as_in_full(text: str) -> None:
+    assert Pseudonymizer(MARKUP_SET)._shown(text) == _shown_in_full(MARKUP_SET, text)

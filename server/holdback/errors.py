@@ -33,6 +33,13 @@ WIRE_ERRORS: dict[str, str] = {
     "filter_failed": "the reply was stopped: a safety filter failed",
     "storage_failed": "the database could not store this; nothing was lost that was accepted",
     "internal": "the server failed; what was sent so far is kept",
+    # The bounds of docs/limits.md: what a client that passes one is told.
+    "too_many_frames": "too many frames on this connection; it is closed",
+    "session_ended": "the session has ended (signed out or revoked); sign in again",
+    "body_too_large": "the request body is larger than this route accepts",
+    "body_timeout": "the request body did not arrive in time",
+    "login_throttled": "too many failed sign-ins; wait before trying again",
+    "login_busy": "the server is checking too many sign-ins; try again in a moment",
 }
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from holdback.app.demo import FORBIDDEN, REPLY, VAULT, script_chunks
 from holdback.providers.demo import DemoProvider
+from tests.app.conftest import Accounts
 from tests.app.support import TestClient, content_of, make_settings, recv, running_app, send
 
 MADE_UP = "bob.smith@evil.example"
@@ -80,3 +81,30 @@ def test_demo_socket_refuses_foreign_origins(client: TestClient) -> None:
         client.websocket_connect("/demo/ws/holdback", headers={"Origin": "http://evil.example"}),
     ):
         pass
+
+
+def test_demo_socket_refuses_foreign_host_names(client: TestClient) -> None:
+    """DNS rebinding: without logins, only this machine's own names are answered (as /ws)."""
+    from starlette.websockets import WebSocketDisconnect
+
+    with (
+        pytest.raises(WebSocketDisconnect),
+        client.websocket_connect("/demo/ws/naive", headers={"Host": "rebound.example"}),
+    ):
+        pass
+    assert client.get("/demo/script", headers={"Host": "rebound.example"}).status_code == 403
+
+
+def test_demo_sockets_need_a_login_when_the_server_has_logins(
+    tmp_path: Path, accounts: Accounts
+) -> None:
+    from starlette.websockets import WebSocketDisconnect
+
+    settings = make_settings(tmp_path, auth="password")
+    with running_app(settings, DemoProvider(chunk_delay=0)) as client:
+        for path in ("/demo/ws/naive", "/demo/ws/holdback"):
+            with pytest.raises(WebSocketDisconnect), client.websocket_connect(path):
+                pass
+        with client.websocket_connect("/demo/ws/holdback", headers=accounts.bearer("bob")) as ws:
+            send(ws, {"type": "start"})
+            assert recv(ws)["type"] == "assistant_delta"

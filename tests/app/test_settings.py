@@ -255,3 +255,42 @@ def test_the_runtime_detects_what_the_settings_ask(tmp_path: Path) -> None:
     with running_app(make_settings(tmp_path / "plain"), DemoProvider(chunk_delay=0)) as client:
         runtime = client.app.state.runtime  # type: ignore[attr-defined]
         assert runtime.detectors.detect(f"call {london}, key {key}") == []
+
+
+# -- the bounds of docs/limits.md (issue 15) ---------------------------------------------------
+
+# variable: (attribute, default, a usable value and what it becomes, an unusable value)
+LIMITS: dict[str, tuple[str, object, tuple[str, object], str]] = {
+    "HOLDBACK_MAX_BODY_BYTES": ("max_body_bytes", 16384, ("1024", 1024), "100"),
+    "HOLDBACK_MAX_LOGIN_BODY_BYTES": ("max_login_body_bytes", 4096, ("512", 512), "big"),
+    "HOLDBACK_BODY_TIMEOUT": ("body_timeout", 10.0, ("2.5", 2.5), "0"),
+    "HOLDBACK_HEADER_TIMEOUT": ("header_timeout", 10.0, ("3", 3.0), "-1"),
+    "HOLDBACK_MAX_HEADER_BYTES": ("max_header_bytes", 16384, ("8192", 8192), "10"),
+    "HOLDBACK_MAX_CONNECTIONS": ("max_connections", 1000, ("50", 50), "0"),
+    "HOLDBACK_WS_FRAME_RATE": ("ws_frame_rate", 20, ("5", 5), "0"),
+    "HOLDBACK_WS_IDLE_TIMEOUT": ("ws_idle_timeout", 60.0, ("300", 300.0), "never"),
+    "HOLDBACK_WS_RECHECK": ("ws_recheck", 30.0, ("5", 5.0), "0"),
+    "HOLDBACK_HASH_WORKERS": ("hash_workers", 2, ("4", 4), "0"),
+    "HOLDBACK_LOGIN_QUEUE": ("login_queue", 32, ("8", 8), "0"),
+    "HOLDBACK_LOGIN_BACKOFF_AFTER": ("login_backoff_after", 3, ("5", 5), "0"),
+    "HOLDBACK_LOGIN_BACKOFF": ("login_backoff", 1.0, ("0.5", 0.5), "0"),
+    "HOLDBACK_LOGIN_LOCK_AFTER": ("login_lock_after", 10, ("20", 20), "0"),
+    "HOLDBACK_LOGIN_LOCK_TIME": ("login_lock_time", 900.0, ("60", 60.0), "0.5"),
+}
+
+
+@pytest.mark.parametrize("variable", sorted(LIMITS))
+def test_every_bound_has_a_default_a_variable_and_a_refusal(variable: str) -> None:
+    attribute, default, (value, expected), unusable = LIMITS[variable]
+    assert getattr(resolve(env={}), attribute) == default
+    assert getattr(Settings(), attribute) == default
+    assert getattr(resolve(env={variable: value}), attribute) == expected
+    assert getattr(resolve(env={variable: "  "}), attribute) == default  # blank is unset
+    with pytest.raises(ConfigurationError, match=variable):
+        resolve(env={variable: unusable})
+
+
+def test_every_bound_is_documented() -> None:
+    limits = (Path(__file__).resolve().parents[2] / "docs" / "limits.md").read_text()
+    for variable in LIMITS:
+        assert f"`{variable}`" in limits, variable

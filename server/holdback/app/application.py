@@ -3,8 +3,9 @@
 On start it opens the store (which applies the migrations and checks the vault key), loads the
 term lists (files given on the command line are saved to the store, encrypted, and every list in
 the store is used), builds the detectors, the provider and the chat service, and prints the URL.
-On shutdown, replies in flight get `shutdown_grace` seconds to finish; the rest are stored as
-incomplete.
+Every response carries the security headers, and every request body is bounded in size and
+time (`holdback.app.limits`). On shutdown, replies in flight get `shutdown_grace` seconds to
+finish; the rest are stored as incomplete.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from holdback.app import demo, http_api, syntax
 from holdback.app.auth import Authenticator
+from holdback.app.limits import RequestLimits, SecurityHeaders
 from holdback.app.pipeline import ChatService
 from holdback.app.runtime import Runtime
 from holdback.app.settings import Settings
@@ -122,6 +124,8 @@ def create_app(settings: Settings, provider: Provider | None = None) -> Starlett
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         runtime = await build_runtime(settings, provider)
         app.state.runtime = runtime
+        if settings.auth == "password":
+            await runtime.auth.passwords.prepare()
         log.info("holdback is ready (model %s, auth %s)", settings.model, settings.auth)
         try:
             yield
@@ -138,7 +142,13 @@ def create_app(settings: Settings, provider: Provider | None = None) -> Starlett
         syntax.route,
         Mount("/", app=StaticFiles(directory=web_dir(dict(settings.env)), html=True), name="web"),
     ]
-    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(ContainErrors)])
+    middleware = [
+        Middleware(SecurityHeaders),
+        Middleware(ContainErrors),
+        # Inside ContainErrors: its refusals are answers, not failures.
+        Middleware(RequestLimits, settings=settings),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
 
 
 class ContainErrors:

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import getpass
 import logging
 import os
+import re
 import sys
 from typing import Any
 
@@ -19,6 +21,7 @@ import uvicorn
 
 from holdback.app.application import create_app
 from holdback.app.auth import hash_password
+from holdback.app.http_server import uvicorn_config
 from holdback.app.settings import Settings, resolve
 from holdback.errors import ConfigurationError
 from holdback.store.crypto import load_vault_key
@@ -92,27 +95,53 @@ def settings_from(args: argparse.Namespace) -> Settings:
     )
 
 
+# A URL's userinfo (user:password@) and its query (?key=...), in any logged text.
+_URL = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^\s/?#]*@)?([^\s?#]*)(\?[^\s#]*)?")
+
+
+def mask_urls(text: str) -> str:
+    """`text` with every URL's credentials and query replaced by `***`."""
+
+    def mask(match: re.Match[str]) -> str:
+        scheme, userinfo, rest, query = match.groups()
+        return scheme + ("***@" if userinfo else "") + rest + ("?***" if query else "")
+
+    return _URL.sub(mask, text)
+
+
+class MaskUrls(logging.Filter):
+    """Log records, ours or a library's (httpx logs every request's URL), with URLs masked:
+    a base URL may carry a key in its userinfo or query, and a log must never hold it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and "://" in record.msg:
+            record.msg = mask_urls(record.msg)
+        if isinstance(record.args, tuple) and any("://" in str(a) for a in record.args):
+            record.args = tuple(mask_urls(str(a)) if "://" in str(a) else a for a in record.args)
+        return True
+
+
 def _configure_logging() -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(MaskUrls())
+
+
+def _uvicorn_logging() -> dict[str, Any]:
+    """uvicorn's own log configuration, with URLs masked on its handlers too."""
+    config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    config.setdefault("filters", {})["mask_urls"] = {"()": MaskUrls}
+    for handler in config["handlers"].values():
+        handler.setdefault("filters", []).append("mask_urls")
+    return config
 
 
 def serve(settings: Settings, *, banner: str = "") -> int:
     _configure_logging()
     app = create_app(settings)
-    config = uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        ws="websockets-sansio",
-        # Room above the limit, so a frame just over it reaches the app, which answers with an
-        # error frame before closing with 1009; far larger frames uvicorn refuses itself.
-        ws_max_size=settings.max_frame_bytes * 2 + 4096,
-        lifespan="on",
-        timeout_graceful_shutdown=int(settings.shutdown_grace) + 1,
-        log_level="info",
-    )
+    config = uvicorn_config(app, settings, log_level="info", log_config=_uvicorn_logging())
     server = uvicorn.Server(config)
 
     async def main() -> None:

@@ -5,7 +5,8 @@ the stream splits (`<EMAIL_` + `1>`) reaches the wire as fragments, and the valu
 made up on its own go out unscreened. `/demo/ws/holdback` runs the same chunks through the real
 filter chain, through the same `ReplyMachine` every real reply goes out of. The naive pipeline
 exists only here, behind its own routes: nothing else can select it, and it never touches a
-real conversation or the store.
+real conversation or the store. Its sockets are admitted like `/ws`: the Host, the Origin and
+the credential are checked (and the script's JSON answers only to the server's own address).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from holdback.app.runtime import Runtime
 from holdback.app.sender import encode
+from holdback.app.ws import admit
 from holdback.detect import default_detectors
 from holdback.providers.events import End, TextDelta
 from holdback.reply.frames import AssistantDelta, AssistantDone, ErrorFrame, Frame
@@ -101,19 +103,29 @@ async def demo_page(request: Request) -> Response:
 
 
 async def demo_script(request: Request) -> Response:
+    runtime: Runtime = request.app.state.runtime
+    if not runtime.auth.host_allowed(request):
+        return JSONResponse(
+            {"code": "forbidden_host", "message": "this server answers only to its own address"},
+            status_code=403,
+        )
     return JSONResponse({"tokens": list(VAULT), "values": list(VAULT.values())})
 
 
 async def _replay(websocket: WebSocket, naive: bool) -> None:
     runtime: Runtime = websocket.app.state.runtime
-    if not runtime.auth.origin_allowed(websocket):
-        await websocket.close(code=1008)
+    if await admit(websocket) is None:  # the same Host, Origin and credential rules as /ws
         return
     await websocket.accept()
     delay = max(runtime.settings.demo_chunk_delay, 0.0)
     try:
         while True:
-            message = await websocket.receive_json()
+            try:
+                async with asyncio.timeout(runtime.settings.ws_idle_timeout):
+                    message = await websocket.receive_json()
+            except TimeoutError:
+                await websocket.close(code=1000, reason="idle")
+                return
             if not isinstance(message, dict) or message.get("type") != "start":
                 await websocket.send_text(
                     encode(ErrorFrame("unknown_type", detail="send start").wire())

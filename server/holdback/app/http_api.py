@@ -3,8 +3,10 @@
 Every conversation belongs to its owner: another user gets 404 for it, exactly as for one that
 does not exist. What the owner reads is restored (tokens back to values); `?view=model` shows
 what the model saw, tokenized; a user's own message reads back exactly as typed (its sealed
-spellings). A conversation's title is pseudonymized like any other text.
-State-changing requests from a foreign origin are refused (403).
+spellings). A conversation's title is pseudonymized like any other text, and refuses NUL as
+messages do. State-changing requests from a foreign origin are refused (403). Logins are
+throttled (429 with `Retry-After`) and checked off the event loop (see `auth.py`); logging out
+ends the session's open WebSockets.
 """
 
 from __future__ import annotations
@@ -17,9 +19,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from holdback.app.auth import SESSION_COOKIE, cookie_settings, verify_password
+from holdback.app.auth import (
+    SESSION_COOKIE,
+    LoginBusyError,
+    cookie_settings,
+    retry_after,
+    session_key,
+)
 from holdback.app.runtime import Runtime
 from holdback.app.views import conversation_json, model_view, owner_title, restore_message
+from holdback.errors import wire_message
 from holdback.store.records import User
 from holdback.vault import Vault
 
@@ -31,6 +40,13 @@ def _runtime(request: Request) -> Runtime:
 
 def problem(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"code": code, "message": message}, status_code=status)
+
+
+def limited(status: int, code: str, wait: float) -> JSONResponse:
+    """A refusal the client may retry: after `Retry-After` seconds."""
+    response = problem(status, code, wire_message(code))
+    response.headers["Retry-After"] = retry_after(wait)
+    return response
 
 
 async def _body(request: Request) -> dict[str, Any] | None:
@@ -83,8 +99,22 @@ async def login(request: Request) -> Response:
         or not isinstance(body.get("password"), str)
     ):
         return problem(400, "bad_request", "send JSON with 'username' and 'password'")
-    user = await runtime.store.get_user_by_name(body["username"])
-    if user is None or not verify_password(user.password_hash, body["password"]):
+    name, address = body["username"], request.client.host if request.client else ""
+    throttle = runtime.auth.throttle
+    wait = throttle.begin(name, address)
+    if wait > 0:
+        return limited(429, "login_throttled", wait)
+    matched: bool | None = None  # None: not checked, which counts neither way
+    try:
+        user = await runtime.store.get_user_by_name(name)
+        matched = await runtime.auth.passwords.check(
+            user.password_hash if user else None, body["password"]
+        )
+    except LoginBusyError:
+        return limited(503, "login_busy", 1.0)
+    finally:
+        throttle.end(name, address, matched=matched)
+    if user is None or not matched:
         return problem(401, "bad_credentials", "wrong username or password")
     secret = await runtime.store.create_session(
         user.id, timedelta(days=runtime.settings.session_days)
@@ -106,6 +136,7 @@ async def logout(request: Request) -> Response:
     secret = request.cookies.get(SESSION_COOKIE)
     if secret:
         await runtime.store.delete_session(secret)
+        runtime.auth.sockets.end(session_key(secret))
     response = JSONResponse({"ok": True})
     response.delete_cookie(SESSION_COOKIE, path="/")
     return response
@@ -130,9 +161,11 @@ async def create_conversation(request: Request) -> Response:
     if isinstance(user, Response):
         return user
     body = await _body(request) or {}
+    title = body.get("title")
+    if isinstance(title, str) and "\x00" in title:
+        return problem(400, "bad_request", "a title cannot contain NUL characters")
     runtime = _runtime(request)
     conversation = await runtime.store.create_conversation(user.id, "")
-    title = body.get("title")
     if isinstance(title, str) and title.strip():
         vault = Vault()
         masked = await runtime.service.mask_text(conversation.id, title.strip()[:200], vault)
@@ -188,8 +221,8 @@ async def rename_conversation(request: Request) -> Response:
         return problem(404, "not_found", "no such conversation")
     body = await _body(request)
     title = body.get("title") if body else None
-    if not isinstance(title, str) or not title.strip():
-        return problem(400, "bad_request", "send JSON with a non-empty 'title'")
+    if not isinstance(title, str) or not title.strip() or "\x00" in title:
+        return problem(400, "bad_request", "send JSON with a non-empty 'title', without NUL")
     vault = Vault(await runtime.store.load_vault(conversation.id))
     masked = await runtime.service.mask_text(conversation.id, title.strip()[:200], vault)
     await runtime.store.rename_conversation(conversation.id, user.id, masked)

@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from holdback.detect.validators import phone_region_known
 from holdback.errors import ConfigurationError
@@ -43,6 +43,22 @@ class Settings:
     demo_chunk_delay: float = 0.02
     shutdown_grace: float = 10.0
     session_days: int = 14
+    # Bounds on what a client may make the server hold or wait for (docs/limits.md).
+    max_body_bytes: int = 16 * 1024  # a request body, on every route but the login
+    max_login_body_bytes: int = 4 * 1024  # the body of POST /api/login
+    body_timeout: float = 10.0  # seconds to receive a whole request body
+    header_timeout: float = 10.0  # seconds to receive a request head (and idle keep-alive)
+    max_header_bytes: int = 16 * 1024  # a request head
+    max_connections: int = 1000  # open connections before new HTTP requests get 503
+    ws_frame_rate: int = 20  # frames a client may send in any one second, per connection
+    ws_idle_timeout: float = 60.0  # seconds a socket may stay silent with no reply streaming
+    ws_recheck: float = 30.0  # seconds between credential checks of a silent socket
+    hash_workers: int = 2  # threads that run argon2, at most
+    login_queue: int = 32  # logins waiting for or running a password check, at most
+    login_backoff_after: int = 3  # failed logins (per account, per address) before backoff
+    login_backoff: float = 1.0  # the first wait; it doubles per further failure, up to 60 s
+    login_lock_after: int = 10  # failed logins that lock an account
+    login_lock_time: float = 900.0  # seconds an account stays locked
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ), repr=False)
 
     @property
@@ -114,6 +130,14 @@ def _float(value: str, name: str) -> float:
         raise ConfigurationError(f"{name} must be a number, not {value!r}") from None
     if number < 0:
         raise ConfigurationError(f"{name} must not be negative")
+    return number
+
+
+def _seconds(value: str, name: str, low: float, high: float) -> float:
+    """A duration in seconds, within [low, high]."""
+    number = _float(value, name)
+    if not low <= number <= high:
+        raise ConfigurationError(f"{name} must be between {low:g} and {high:g} seconds")
     return number
 
 
@@ -210,5 +234,41 @@ def resolve(
             env.get("HOLDBACK_DEMO_CHUNK_DELAY", "0.02"), "HOLDBACK_DEMO_CHUNK_DELAY"
         ),
         shutdown_grace=_float(env.get("HOLDBACK_SHUTDOWN_GRACE", "10"), "HOLDBACK_SHUTDOWN_GRACE"),
+        **_limits(env),
         env=env,
     )
+
+
+def _limits(env: Mapping[str, str]) -> dict[str, Any]:
+    """The bounds of docs/limits.md, each from its `HOLDBACK_*` variable or its default."""
+    defaults = Settings.__dataclass_fields__
+
+    def number(attribute: str, name: str, low: int, high: int) -> int:
+        value = env.get(name, "").strip() or str(defaults[attribute].default)
+        return _int(value, name, low, high)
+
+    def seconds(attribute: str, name: str, low: float, high: float) -> float:
+        value = env.get(name, "").strip() or str(defaults[attribute].default)
+        return _seconds(value, name, low, high)
+
+    return {
+        "max_body_bytes": number("max_body_bytes", "HOLDBACK_MAX_BODY_BYTES", 256, 64 << 20),
+        "max_login_body_bytes": number(
+            "max_login_body_bytes", "HOLDBACK_MAX_LOGIN_BODY_BYTES", 256, 1 << 20
+        ),
+        "body_timeout": seconds("body_timeout", "HOLDBACK_BODY_TIMEOUT", 0.1, 3600),
+        "header_timeout": seconds("header_timeout", "HOLDBACK_HEADER_TIMEOUT", 0.1, 3600),
+        "max_header_bytes": number("max_header_bytes", "HOLDBACK_MAX_HEADER_BYTES", 1024, 1 << 20),
+        "max_connections": number("max_connections", "HOLDBACK_MAX_CONNECTIONS", 1, 1_000_000),
+        "ws_frame_rate": number("ws_frame_rate", "HOLDBACK_WS_FRAME_RATE", 1, 100_000),
+        "ws_idle_timeout": seconds("ws_idle_timeout", "HOLDBACK_WS_IDLE_TIMEOUT", 0.1, 86400),
+        "ws_recheck": seconds("ws_recheck", "HOLDBACK_WS_RECHECK", 0.1, 3600),
+        "hash_workers": number("hash_workers", "HOLDBACK_HASH_WORKERS", 1, 64),
+        "login_queue": number("login_queue", "HOLDBACK_LOGIN_QUEUE", 1, 100_000),
+        "login_backoff_after": number(
+            "login_backoff_after", "HOLDBACK_LOGIN_BACKOFF_AFTER", 1, 1_000_000
+        ),
+        "login_backoff": seconds("login_backoff", "HOLDBACK_LOGIN_BACKOFF", 0.001, 3600),
+        "login_lock_after": number("login_lock_after", "HOLDBACK_LOGIN_LOCK_AFTER", 1, 1_000_000),
+        "login_lock_time": seconds("login_lock_time", "HOLDBACK_LOGIN_LOCK_TIME", 1, 30 * 86400),
+    }

@@ -1,4 +1,8 @@
-"""Client CPU per streamed upstream event: httpx's default transport against StreamingTransport.
+"""Client CPU per streamed upstream event: the upstream client against the ones it replaced.
+
+Contenders: `UpstreamClient` (aiohttp with its C parser, as `providers/http.py` reads it),
+aiohttp's bare session, holdback's former `StreamingTransport` under httpx (while it exists
+in the tree), and httpx's default transport.
 
 The rule it keeps: only the client's own CPU is measured (`time.process_time`, the upstream
 runs in another process), every contender reads the same streams from the same server, rounds
@@ -22,9 +26,17 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 
+import aiohttp
 import httpx
 
-from holdback.providers.transport import StreamingTransport
+from holdback.providers.transport import UpstreamClient
+
+try:  # the transport UpstreamClient replaced, measured while it is still in the tree
+    from holdback.providers.transport import (  # type: ignore[attr-defined,unused-ignore]
+        StreamingTransport,
+    )
+except ImportError:
+    StreamingTransport = None
 
 TICK = 0.005  # the upstream's scheduling step; stream i writes on the ticks of its phase
 BODY = b'{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"hi"}]}'
@@ -100,7 +112,7 @@ async def serve(events: int, rate: float) -> None:
 
 # The client (this process).
 
-Reader = Callable[[httpx.Response], Awaitable[int]]
+Round = Callable[[str, int], Awaitable[int]]
 
 
 async def read_bytes(response: httpx.Response) -> int:
@@ -117,39 +129,77 @@ async def read_lines(response: httpx.Response) -> int:
     return n
 
 
-def make_client(kind: str, streams: int) -> httpx.AsyncClient:
-    timeout = httpx.Timeout(connect=10.0, read=60.0, write=60.0, pool=10.0)
-    if kind == "streaming":
-        return httpx.AsyncClient(transport=StreamingTransport(), timeout=timeout)
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=max(256, streams))
-    return httpx.AsyncClient(limits=limits, timeout=timeout)
-
-
-async def one_round(http: httpx.AsyncClient, url: str, streams: int, read: Reader) -> int:
-    async def one() -> int:
+def httpx_round(http: httpx.AsyncClient, read: Callable[[httpx.Response], Awaitable[int]]) -> Round:
+    async def one(url: str) -> int:
         async with http.stream("POST", url, content=BODY) as response:
             response.raise_for_status()
             return await read(response)
 
-    return sum(await asyncio.gather(*(one() for _ in range(streams))))
+    async def run(url: str, streams: int) -> int:
+        return sum(await asyncio.gather(*(one(url) for _ in range(streams))))
+
+    return run
+
+
+def upstream_round(http: UpstreamClient) -> Round:
+    """As `providers/http.py` reads a stream: `read()` until the body ends."""
+
+    async def one(url: str) -> int:
+        response = await http.request("POST", url, body=BODY, read=60.0, head=60.0)
+        try:
+            n = 0
+            while await response.read():
+                n += 1
+            return n
+        finally:
+            await response.aclose()
+
+    async def run(url: str, streams: int) -> int:
+        return sum(await asyncio.gather(*(one(url) for _ in range(streams))))
+
+    return run
+
+
+def aiohttp_round(session: aiohttp.ClientSession) -> Round:
+    async def one(url: str) -> int:
+        async with session.post(url, data=BODY) as response:
+            n = 0
+            while await response.content.readany():
+                n += 1
+            return n
+
+    async def run(url: str, streams: int) -> int:
+        return sum(await asyncio.gather(*(one(url) for _ in range(streams))))
+
+    return run
 
 
 async def measure(url: str, streams: int, events: int, rounds: int) -> dict[str, float]:
-    contenders: dict[str, tuple[str, Reader]] = {
-        "httpx default transport, aiter_bytes": ("httpx", read_bytes),
-        "StreamingTransport, aiter_bytes": ("streaming", read_bytes),
-        "httpx default transport, aiter_lines": ("httpx", read_lines),
+    timeout = httpx.Timeout(connect=10.0, read=60.0, write=60.0, pool=10.0)
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=max(256, streams))
+    default = httpx.AsyncClient(limits=limits, timeout=timeout)
+    upstream = UpstreamClient()
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), auto_decompress=False)
+    closers: list[Callable[[], Awaitable[None]]] = [default.aclose, upstream.aclose, session.close]
+    contenders: dict[str, Round] = {
+        "UpstreamClient (aiohttp), read()": upstream_round(upstream),
+        "aiohttp session, readany()": aiohttp_round(session),
     }
-    clients = {kind: make_client(kind, streams) for kind in ("httpx", "streaming")}
+    if StreamingTransport is not None:
+        streaming = httpx.AsyncClient(transport=StreamingTransport(), timeout=timeout)
+        closers.append(streaming.aclose)
+        contenders["StreamingTransport, aiter_bytes"] = httpx_round(streaming, read_bytes)
+    contenders["httpx default transport, aiter_bytes"] = httpx_round(default, read_bytes)
+    contenders["httpx default transport, aiter_lines"] = httpx_round(default, read_lines)
     best = dict.fromkeys(contenders, float("inf"))
     try:
-        for http in clients.values():  # warm the pools
-            await one_round(http, url, streams, read_bytes)
+        for run in contenders.values():  # warm the pools
+            await run(url, streams)
         for r in range(rounds):
-            for name, (kind, read) in contenders.items():
+            for name, run in contenders.items():
                 gc.collect()
                 cpu, wall = time.process_time(), time.perf_counter()
-                pieces = await one_round(clients[kind], url, streams, read)
+                pieces = await run(url, streams)
                 cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
                 per_event = cpu / (streams * events)
                 best[name] = min(best[name], per_event)
@@ -159,8 +209,8 @@ async def measure(url: str, streams: int, events: int, rounds: int) -> dict[str,
                     file=sys.stderr,
                 )
     finally:
-        for http in clients.values():
-            await http.aclose()
+        for close in closers:
+            await close()
     return best
 
 
@@ -196,12 +246,17 @@ def main() -> None:
     finally:
         upstream.terminate()
         upstream.wait(timeout=10)
-    base = best["httpx default transport, aiter_bytes"]
+    base_name = (
+        "StreamingTransport, aiter_bytes"
+        if "StreamingTransport, aiter_bytes" in best
+        else "aiohttp session, readany()"
+    )
+    base = best[base_name]
     print(
         f"\n{args.streams} streams × {args.events} events at {args.rate:g}/s, "
         f"client CPU per event, best of {args.rounds} interleaved rounds\n"
     )
-    print("| reader | µs CPU / event | vs httpx aiter_bytes |")
+    print(f"| reader | µs CPU / event | vs {base_name} |")
     print("|---|---:|---:|")
     for name, cost in best.items():
         print(f"| {name} | {cost * 1e6:.1f} | {cost / base:.2f}× |")

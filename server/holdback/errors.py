@@ -29,6 +29,7 @@ WIRE_ERRORS: dict[str, str] = {
     "upstream_error": "the model provider reported an error",
     "upstream_protocol": "the model provider sent a reply this server cannot read",
     "upstream_timeout": "the model provider took too long to answer",
+    "upstream_too_large": "the model provider's reply exceeded this server's size limits",
     "blocked": "the reply was stopped: it contained text that may not be shown",
     "filter_failed": "the reply was stopped: a safety filter failed",
     "storage_failed": "the database could not store this; nothing was lost that was accepted",
@@ -72,6 +73,114 @@ class FilterFailedError(HoldbackError):
     """A stage of the reply filter chain failed; the reply must stop with no raw text after it."""
 
     code = "filter_failed"
+
+
+class UpstreamError(HoldbackError):
+    """The model provider failed in a way holdback names (`holdback.providers`).
+
+    Raised inside the providers only: the upstream pump turns each into one `StreamError`
+    event with this `code`, so a provider never raises for an upstream fault. `retryable`: the
+    same request may work later. Messages are holdback's own sentences: they never quote the
+    bytes the upstream sent, a header, a URL's credentials or query, or request text.
+    """
+
+    code = "upstream_error"
+    retryable: ClassVar[bool] = False
+
+
+class UpstreamUnreachableError(UpstreamError):
+    """No connection could be made: refused, unresolvable, TLS or proxy failure."""
+
+    code = "upstream_unreachable"
+    retryable = True
+
+
+class UpstreamConnectTimeoutError(UpstreamUnreachableError):
+    """No connection was made within the connect timeout."""
+
+
+class UpstreamClientClosedError(UpstreamUnreachableError):
+    """A request was made through an upstream client after it was closed."""
+
+    retryable = False
+
+
+class UpstreamTimeoutError(UpstreamError):
+    """The upstream sent nothing for longer than the stall timeout."""
+
+    code = "upstream_timeout"
+    retryable = True
+
+
+class UpstreamHeadTimeoutError(UpstreamTimeoutError):
+    """No final response head within the head timeout; interim (1xx) heads do not extend it."""
+
+
+class UpstreamReplyTimeoutError(UpstreamTimeoutError):
+    """The reply ran past its total time limit, however steadily it was streaming."""
+
+
+class UpstreamDisconnectedError(UpstreamError):
+    """The connection closed or was reset before the response ended."""
+
+    code = "upstream_protocol"
+    retryable = True
+
+
+class UpstreamTruncatedBodyError(UpstreamDisconnectedError):
+    """The connection ended inside a body its framing (chunks, Content-Length) said goes on."""
+
+
+class UpstreamFramingError(UpstreamError):
+    """The response is not valid HTTP/1.1; retrying the same upstream is not expected to help."""
+
+    code = "upstream_protocol"
+
+
+class MalformedStatusLineError(UpstreamFramingError):
+    """The response does not open with an HTTP/1.x status line."""
+
+
+class MalformedHeaderError(UpstreamFramingError):
+    """A response header line is malformed, or the headers' framing is ambiguous."""
+
+
+class BadChunkError(UpstreamFramingError):
+    """A chunk size line is malformed, or chunk data is longer than its size line says."""
+
+
+class UnsupportedFramingError(UpstreamFramingError):
+    """A transfer coding other than chunked, or a protocol switch nobody asked for."""
+
+
+class BadContentEncodingError(UpstreamFramingError):
+    """A compressed body that does not decode, or a content coding holdback does not read."""
+
+
+class UpstreamTooLargeError(UpstreamError):
+    """Part of the upstream's reply exceeded one of holdback's size limits."""
+
+    code = "upstream_too_large"
+
+
+class UpstreamHeadTooLargeError(UpstreamTooLargeError):
+    """The response head (status line and headers) exceeds the head limits."""
+
+
+class SSELineTooLongError(UpstreamTooLargeError):
+    """An event-stream line exceeds the line limit, in characters."""
+
+
+class SSEEventTooLargeError(UpstreamTooLargeError):
+    """An event-stream event's data exceeds the event limit, in characters."""
+
+
+class UpstreamReplyTooLargeError(UpstreamTooLargeError):
+    """A reply's text and tool-call arguments exceed the reply limit, in characters."""
+
+
+class UpstreamInflatedTooLargeError(UpstreamTooLargeError):
+    """A compressed body inflated past the inflation limit, in bytes."""
 
 
 def describe(exc: BaseException) -> str:

@@ -115,7 +115,9 @@ class DetectorSet:
         The rule that makes it exact: a pattern detector's matches hold only characters of its
         alphabet, so each lies in one run of them, and it is found by searching from the start
         of its run to its end (a check looks before and after its match, and it still can: the
-        whole text is searched, between bounds). Each such detector searches the runs of its
+        whole text is searched, between bounds; a pattern or a check looks at most
+        `_LOOK_AHEAD` characters past a match, and the search runs that far past the run, so
+        the text seems to end nowhere it does not). Each such detector searches the runs of its
         alphabet that meet the spans; any other detector, the whole text. The choice among
         overlapping findings depends only on the findings that overlap them, and on those that
         overlap these, and so on: the runs that meet each new finding are searched too, until

@@ -27,6 +27,7 @@ ErrorCode: TypeAlias = Literal[
     "upstream_error",
     "upstream_protocol",
     "upstream_timeout",
+    "upstream_too_large",
 ]
 ERROR_CODES: Final[tuple[ErrorCode, ...]] = (
     "upstream_unreachable",
@@ -35,6 +36,7 @@ ERROR_CODES: Final[tuple[ErrorCode, ...]] = (
     "upstream_error",
     "upstream_protocol",
     "upstream_timeout",
+    "upstream_too_large",
 )
 
 

@@ -3,20 +3,29 @@
 The rules it keeps:
 
 - every upstream fault becomes exactly one `StreamError` event, and the stream ends there;
-  nothing is raised to the caller for anything the upstream or the network did;
+  nothing is raised to the caller for anything the upstream or the network did. The faults
+  are the named `holdback.errors.UpstreamError`s the client (`transport.py`) and the decoder
+  (`sse.py`) raise, and each keeps its own code: a malformed response is a framing error,
+  never "closed before the stream began";
 - a request is retried only before anything was yielded from it: after a refused or timed-out
-  connection, an HTTP 429 or 5xx answer, or a connection dropped before the first event, with
-  exponential backoff (a `Retry-After` the
-  upstream sent wins, capped at the policy's ceiling). A 401, a 4xx, or any fault after the
-  stream opened is final: once the first event is out, a retry could repeat text the user
-  already saw;
+  connection, an HTTP 429 or 5xx answer, or a connection that closed or was reset before the
+  first event, with exponential backoff (a `Retry-After` the upstream sent wins, capped at the
+  policy's ceiling). A 401, a 4xx, a redirect (never followed), a framing error, a size limit,
+  or any fault after the stream opened is final: once the first event is out, a retry could
+  repeat text the user already saw;
 - a stall is a read that waits longer than `stall_timeout` for the next bytes; it ends the
   stream with `upstream_timeout`. The clock restarts with every chunk, so a slow but steady
-  stream (including an upstream's keep-alive pings) is never cut.
+  stream (including an upstream's keep-alive pings) is never cut;
+- every reply is bounded (`UpstreamLimits`): its line and event sizes, its text and tool-call
+  arguments together (`max_reply_chars`), its total time from the first request to the last
+  event, retries and waits included (`reply_timeout`), and the wait for each response head
+  (`head_timeout`, interim 1xx heads included). A reply that reaches a bound ends with the
+  bound's named error after the events it already yielded, none of which is cut.
 """
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
@@ -25,15 +34,27 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 from urllib.parse import urlsplit
 
-import anyio
-import httpx
 import orjson
 
-from holdback.errors import ConfigurationError
+from holdback.errors import (
+    ConfigurationError,
+    UpstreamClientClosedError,
+    UpstreamDisconnectedError,
+    UpstreamError,
+    UpstreamFramingError,
+    UpstreamHeadTimeoutError,
+    UpstreamReplyTimeoutError,
+    UpstreamReplyTooLargeError,
+    UpstreamTimeoutError,
+    UpstreamTooLargeError,
+    UpstreamUnreachableError,
+)
 from holdback.providers.base import ChatRequest
-from holdback.providers.events import Event, StreamError
+from holdback.providers.events import Event, StreamError, TextDelta, ToolCallDelta
 from holdback.providers.faults import error_from_status, protocol_error
+from holdback.providers.limits import UpstreamLimits
 from holdback.providers.sse import SSEDecoder, SSEvent
+from holdback.providers.transport import UpstreamClient, UpstreamResponse
 
 MAX_ERROR_BODY = 64 * 1024
 
@@ -82,11 +103,12 @@ class RetryPolicy:
 
 @dataclass(frozen=True, slots=True)
 class StreamSettings:
-    """Timeouts and retries for one upstream; every value is in seconds."""
+    """Timeouts, retries and limits for one upstream; every time is in seconds."""
 
     connect_timeout: float = 10.0
     stall_timeout: float = 60.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    limits: UpstreamLimits = field(default_factory=UpstreamLimits)
 
     def __post_init__(self) -> None:
         if not (self.connect_timeout > 0 and self.stall_timeout > 0):
@@ -127,7 +149,7 @@ def json_post(
     )
 
 
-def retry_after_seconds(headers: httpx.Headers) -> float | None:
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     """The upstream's `retry-after-ms` or `Retry-After` (seconds or HTTP date), if any."""
     raw_ms = headers.get("retry-after-ms")
     if raw_ms:
@@ -154,66 +176,77 @@ def _where(url: str) -> str:
     return f"{parts.hostname or '?'}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
 
 
-async def _read_limited(response: httpx.Response, limit: int = MAX_ERROR_BODY) -> bytes:
-    body = bytearray()
-    async for chunk in response.aiter_bytes():
-        body += chunk
-        if len(body) >= limit:
-            break
-    return bytes(body[:limit])
-
-
 class _Retry(Exception):
-    """Internal signal: leave the response context, wait `delay`, try again."""
+    """Internal signal: leave the response, wait `delay`, try again."""
 
     def __init__(self, delay: float) -> None:
         super().__init__()
         self.delay = delay
 
 
+def _unreachable(call: UpstreamCall, exc: UpstreamUnreachableError, attempt: int) -> StreamError:
+    return StreamError(
+        "upstream_unreachable",
+        f"{call.provider}: cannot connect to {_where(call.url)} ({exc} after {attempt} attempts)",
+        exc.retryable,
+    )
+
+
+def _reply_timeout(call: UpstreamCall, limits: UpstreamLimits) -> StreamError:
+    return StreamError(
+        "upstream_timeout",
+        f"{call.provider}: the reply ran past its {limits.reply_timeout:g} s time limit",
+        True,
+    )
+
+
 async def stream_events(
     call: UpstreamCall,
     new_parser: Callable[[], StreamParser],
     settings: StreamSettings,
-    client: httpx.AsyncClient | None = None,
+    client: UpstreamClient | None = None,
 ) -> AsyncGenerator[Event, None]:
     """POST `call` and yield the parser's events; ends with exactly one terminal event."""
     own_client = client is None
-    http = client if client is not None else httpx.AsyncClient()
-    timeout = httpx.Timeout(
-        connect=settings.connect_timeout,
-        read=settings.stall_timeout,
-        write=settings.stall_timeout,
-        pool=settings.connect_timeout,
-    )
+    http = client if client is not None else UpstreamClient()
     policy = settings.retry
+    limits = settings.limits
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limits.reply_timeout
     try:
         attempt = 0
         while True:
             attempt += 1
             may_retry = attempt < policy.attempts
+            delay: float | None = None
             try:
                 attempt_events = _one_attempt(
-                    call, new_parser, http, timeout, policy if may_retry else None, attempt
+                    call,
+                    new_parser,
+                    http,
+                    settings,
+                    policy if may_retry else None,
+                    attempt,
+                    deadline,
                 )
                 async with aclosing(attempt_events):
                     async for event in attempt_events:
                         yield event
                 return
             except _Retry as retry:
-                await anyio.sleep(retry.delay)
-            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-                if may_retry:
-                    await anyio.sleep(policy.delay(attempt))
-                    continue
-                reason = "timed out" if isinstance(exc, httpx.ConnectTimeout) else "refused"
-                yield StreamError(
-                    "upstream_unreachable",
-                    f"{call.provider}: cannot connect to {_where(call.url)} "
-                    f"(connection {reason} after {attempt} attempts)",
-                    True,
-                )
+                delay = retry.delay
+            except UpstreamClientClosedError as exc:
+                yield _unreachable(call, exc, attempt)
                 return
+            except UpstreamUnreachableError as exc:
+                if not may_retry:
+                    yield _unreachable(call, exc, attempt)
+                    return
+                delay = policy.delay(attempt)
+            if loop.time() + delay >= deadline:
+                yield _reply_timeout(call, limits)
+                return
+            await asyncio.sleep(delay)
     finally:
         if own_client:
             await http.aclose()
@@ -222,81 +255,121 @@ async def stream_events(
 async def _one_attempt(
     call: UpstreamCall,
     new_parser: Callable[[], StreamParser],
-    http: httpx.AsyncClient,
-    limits: httpx.Timeout,
+    http: UpstreamClient,
+    settings: StreamSettings,
     retry: RetryPolicy | None,
     attempt: int,
+    deadline: float,
 ) -> AsyncGenerator[Event, None]:
-    """One request. Raises `_Retry` or a connect error only before anything was yielded.
+    """One request. Raises `_Retry` or an unreachable error only before anything was yielded.
 
     `retry` is None on the last attempt: its faults are final.
     """
+    limits = settings.limits
+    provider = call.provider
     started = False
+    response: UpstreamResponse | None = None
     try:
-        async with http.stream(
-            "POST", call.url, headers=dict(call.headers), content=call.body, timeout=limits
-        ) as response:
-            status = response.status_code
-            if not 200 <= status < 300:
-                body = await _read_limited(response)
-                error = error_from_status(call.provider, status, body, secrets=call.secrets)
-                if error.retryable and retry is not None:
-                    raise _Retry(retry.delay(attempt, retry_after_seconds(response.headers)))
-                yield error
-                return
-            if response.headers.get("content-type", "").startswith("application/json"):
-                # The upstream ignored `stream: true` or reported a failure with a 200.
-                body = await _read_limited(response)
-                error = error_from_status(call.provider, status, body, secrets=call.secrets)
-                yield protocol_error(
-                    call.provider,
-                    error.message.removeprefix(f"{call.provider}: ")
-                    + " (JSON, not an event stream)",
-                    retryable=False,
+        remaining = deadline - asyncio.get_running_loop().time()
+        if remaining <= 0:
+            raise UpstreamReplyTimeoutError("the reply ran past its time limit")
+        try:
+            response = await http.request(
+                "POST",
+                call.url,
+                headers=call.headers,
+                body=call.body,
+                connect=settings.connect_timeout,
+                read=settings.stall_timeout,
+                head=min(limits.head_timeout, remaining),
+                limits=limits,
+            )
+        except UpstreamError as exc:
+            if remaining < limits.head_timeout and isinstance(exc, UpstreamHeadTimeoutError):
+                raise UpstreamReplyTimeoutError("the reply ran past its time limit") from None
+            raise
+        response.expire_at(deadline)
+        status = response.status
+        if not 200 <= status < 300:
+            body = await response.read_limited(MAX_ERROR_BODY)
+            error = error_from_status(provider, status, body, secrets=call.secrets)
+            if error.retryable and retry is not None:
+                raise _Retry(retry.delay(attempt, retry_after_seconds(response.headers)))
+            if 300 <= status < 400:
+                error = StreamError(
+                    error.code, error.message + " (redirects are not followed)", False
                 )
-                return
-            decoder = SSEDecoder()
-            parser = new_parser()
-            async for chunk in response.aiter_bytes():
-                for sse in decoder.feed(chunk):
-                    for event in parser.feed(sse):
-                        started = True
-                        yield event
-                    if parser.done:
-                        return
-            for sse in decoder.flush():
+            yield error
+            return
+        if response.headers.get("content-type", "").startswith("application/json"):
+            # The upstream ignored `stream: true` or reported a failure with a 200.
+            body = await response.read_limited(MAX_ERROR_BODY)
+            error = error_from_status(provider, status, body, secrets=call.secrets)
+            yield protocol_error(
+                provider,
+                error.message.removeprefix(f"{provider}: ") + " (JSON, not an event stream)",
+                retryable=False,
+            )
+            return
+        decoder = SSEDecoder(max_line=limits.max_line_chars, max_event=limits.max_event_chars)
+        parser = new_parser()
+        budget = limits.max_reply_chars
+        ended = False
+        while not ended:
+            chunk = await response.read()
+            if chunk:
+                sses = decoder.feed(chunk)
+            else:
+                sses = decoder.flush()
+                ended = True
+            for sse in sses:
                 for event in parser.feed(sse):
+                    if isinstance(event, TextDelta):
+                        budget -= len(event.text)
+                    elif isinstance(event, ToolCallDelta):
+                        budget -= len(event.arguments)
+                    if budget < 0:
+                        raise UpstreamReplyTooLargeError(
+                            f"the reply exceeds {limits.max_reply_chars} characters"
+                        )
                     started = True
                     yield event
                 if parser.done:
                     return
-            for event in parser.finish():
-                yield event
-    except (httpx.ConnectError, httpx.ConnectTimeout):
+            if decoder.failure is not None:
+                raise decoder.failure
+        for event in parser.finish():
+            yield event
+    except (_Retry, UpstreamUnreachableError):
         raise  # before anything was sent back: the caller decides whether to retry
-    except httpx.TimeoutException:
-        yield StreamError(
-            "upstream_timeout",
-            f"{call.provider}: upstream sent nothing for {limits.read:g} s "
-            f"({'mid-stream' if started else 'before the first event'})",
-            True,
-        )
-    except (httpx.RemoteProtocolError, httpx.ReadError):
+    except UpstreamReplyTimeoutError:
+        yield _reply_timeout(call, limits)
+    except UpstreamTimeoutError as exc:
+        if type(exc) is UpstreamTimeoutError:
+            phase = "mid-stream" if started else "before the first event"
+            message = f"upstream sent nothing for {settings.stall_timeout:g} s ({phase})"
+        else:
+            message = f"upstream sent {exc}"
+        yield StreamError("upstream_timeout", f"{provider}: {message}", True)
+    except UpstreamDisconnectedError:
         if not started and retry is not None:
             # Nothing reached the caller yet (a dropped or stale connection): safe to retry.
             raise _Retry(retry.delay(attempt)) from None
         yield protocol_error(
-            call.provider,
+            provider,
             "upstream closed the connection mid-stream"
             if started
             else "upstream closed the connection before the stream began",
         )
-    except httpx.HTTPError as exc:
-        yield StreamError(
-            "upstream_error",
-            f"{call.provider}: HTTP failure talking to upstream ({type(exc).__name__})",
-            True,
-        )
+    except UpstreamFramingError as exc:
+        yield protocol_error(provider, str(exc), retryable=False)
+    except UpstreamTooLargeError as exc:
+        yield StreamError("upstream_too_large", f"{provider}: {exc}", False)
+    except UpstreamError as exc:
+        yield StreamError("upstream_error", f"{provider}: {exc}", True)
+    finally:
+        if response is not None:
+            await response.aclose()
 
 
 class HTTPProvider:
@@ -317,7 +390,7 @@ class HTTPProvider:
         base_url: str | None = None,
         api_key: str | None = None,
         settings: StreamSettings | None = None,
-        client: httpx.AsyncClient | None = None,
+        client: UpstreamClient | None = None,
     ) -> None:
         self.model = model
         self.base_url = base_url or self.default_base_url

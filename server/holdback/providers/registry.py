@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias
 from urllib.parse import urlsplit
 
-import httpx
-
 from holdback.errors import ConfigurationError
 from holdback.providers import anthropic, openai_chat
 from holdback.providers.anthropic import AnthropicProvider
@@ -28,6 +26,7 @@ from holdback.providers.demo import DemoProvider
 from holdback.providers.http import StreamSettings
 from holdback.providers.openai_chat import OpenAIChatProvider
 from holdback.providers.openai_responses import OpenAIResponsesProvider
+from holdback.providers.transport import UpstreamClient
 
 Kind: TypeAlias = Literal["demo", "openai", "openai-responses", "anthropic"]
 KINDS: Final[tuple[Kind, ...]] = ("demo", "openai", "openai-responses", "anthropic")
@@ -96,7 +95,7 @@ def make_provider(
     *,
     env: Mapping[str, str] | None = None,
     settings: StreamSettings | None = None,
-    client: httpx.AsyncClient | None = None,
+    client: UpstreamClient | None = None,
     demo_chunk_delay: float = 0.02,
 ) -> Provider:
     """Build the provider a spec names, configured from `env` (default: the process's)."""

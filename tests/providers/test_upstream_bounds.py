@@ -312,6 +312,14 @@ async def test_a_deflate_body_is_read_either_way(wbits: int) -> None:
     assert text_of(events) == "Hi"
 
 
+async def test_a_gzip_body_cut_short_is_refused() -> None:
+    body = gzip(SMALL)
+    events, _ = await run(sends(whole(body[: len(body) // 2], GZIP_HEAD)))
+    assert events[-1] == StreamError(
+        "upstream_protocol", "openai: a compressed body ends before its end", False
+    )
+
+
 async def test_a_gzip_bomb_is_stopped_by_the_line_limit() -> None:
     # 64 MiB of one line, compressed to some 64 KB: the default limits stop it at 2 M characters.
     packer = zlib.compressobj(wbits=31)

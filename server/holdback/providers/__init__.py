@@ -3,7 +3,8 @@
 A provider takes a conversation of tokenized messages (`ChatRequest`) and yields `Event`s:
 text deltas on the `content` or `reasoning` channel, tool-call start/delta/end, and exactly one
 terminal `End` or `StreamError`. No SDK or wire type leaves an adapter. Build one with
-`make_provider("demo" | "openai:<model>" | "openai-responses:<model>" | "anthropic:<model>")`.
+`make_provider("demo" | "openai:<model>" | "openai-responses:<model>" | "anthropic:<model>")`;
+every reply is bounded by the `UpstreamLimits` in its `StreamSettings`.
 """
 
 from holdback.providers.base import (
@@ -25,6 +26,7 @@ from holdback.providers.events import (
     is_terminal,
 )
 from holdback.providers.http import RetryPolicy, StreamSettings
+from holdback.providers.limits import UpstreamLimits
 from holdback.providers.prompt import SYSTEM_PROMPT, system_text
 from holdback.providers.registry import (
     InvalidBaseURLError,
@@ -53,6 +55,7 @@ __all__ = [
     "ToolCallEnd",
     "ToolCallStart",
     "ToolSpec",
+    "UpstreamLimits",
     "Usage",
     "is_terminal",
     "make_provider",

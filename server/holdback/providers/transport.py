@@ -36,6 +36,7 @@ import io
 import os
 import ssl
 import urllib.request
+import weakref
 import zlib
 from collections.abc import Mapping
 from types import SimpleNamespace, TracebackType
@@ -236,20 +237,27 @@ def translate(exc: BaseException, *, connect: float | None, read: float | None) 
 class _Inflater:
     """A gzip or deflate body, inflated in bounded steps and capped in total."""
 
-    __slots__ = ("_cap", "_coding", "_inflated", "_obj", "_tail")
+    __slots__ = ("_cap", "_coding", "_inflated", "_obj", "_started", "_tail")
 
     def __init__(self, coding: str, cap: int) -> None:
         self._coding = coding
         self._obj: Any = zlib.decompressobj(wbits=31 if coding == "gzip" else 15)
         self._cap = cap
         self._inflated = 0
+        self._started = False
         self._tail = b""  # compressed input a step left for the next
 
     @property
     def pending(self) -> bool:
         return bool(self._tail)
 
+    @property
+    def ended(self) -> bool:
+        """Whether the compressed stream ended (or none began: an empty body)."""
+        return bool(self._obj.eof) or (self._inflated == 0 and not self._started)
+
     def step(self, data: bytes) -> bytes:
+        self._started = True
         data = self._tail + data if self._tail else data
         try:
             out = self._obj.decompress(data, INFLATE_STEP)
@@ -318,6 +326,7 @@ class UpstreamResponse:
         if isinstance(closed, asyncio.Future) and not closed.done():
             self._watch = closed
             closed.add_done_callback(self._on_connection_closed)
+            client.retrieve_when_closed(protocol, closed)
         self._protocol = protocol
 
     def _on_connection_closed(self, _: object) -> None:
@@ -374,6 +383,8 @@ class UpstreamResponse:
                 except Exception as exc:
                     raise translate(exc, connect=None, read=self._read_timeout) from None
                 if not data:
+                    if not inflater.ended:
+                        raise BadContentEncodingError("a compressed body ends before its end")
                     return b""
                 out = inflater.step(data)
             if out:
@@ -415,6 +426,11 @@ class UpstreamResponse:
             self._client.discard_rest(response)
 
 
+def _retrieve(closed: asyncio.Future[None]) -> None:
+    if not closed.cancelled():
+        closed.exception()
+
+
 class _Trace:
     """Per-request trace context: whether aiohttp handed out a pooled connection."""
 
@@ -451,6 +467,7 @@ class UpstreamClient:
         self._read_buffer = read_buffer
         self._session: aiohttp.ClientSession | None = None
         self._discarding: dict[asyncio.Task[None], aiohttp.ClientResponse] = {}
+        self._watched: weakref.WeakSet[object] = weakref.WeakSet()
         self.closed = False
         install_url_masking()
 
@@ -552,6 +569,13 @@ class UpstreamClient:
                 self, response, read=read, inflate_cap=limits.max_inflated_bytes
             )
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def retrieve_when_closed(self, protocol: object, closed: asyncio.Future[None]) -> None:
+        """Mark a connection's close as seen once it comes, so an error it ends with is never
+        reported as unretrieved (one callback per connection, however many responses)."""
+        if protocol not in self._watched:
+            self._watched.add(protocol)
+            closed.add_done_callback(_retrieve)
 
     def discard_rest(self, response: aiohttp.ClientResponse) -> None:
         """Read and drop the rest of a response closed early, then pool its connection; close

@@ -106,6 +106,7 @@ async def test_a_file_that_is_not_a_database_is_named(tmp_path: Path) -> None:
 def exclusive_lock(tmp_path: Path) -> Iterator[tuple[Path, sqlite3.Connection]]:
     path = tmp_path / "holdback.db"
     holder = sqlite3.connect(path, isolation_level=None, timeout=0)
+    holder.execute("PRAGMA journal_mode = WAL")  # a database, not a zero-length file
     yield path, holder
     holder.close()
 

@@ -5,6 +5,8 @@ The rules:
   asyncpg. `sqlite://` and `postgresql://` (or `postgres://`) are accepted and given those
   drivers; anything else is refused with `InvalidDatabaseUrlError`. In-memory SQLite is
   refused too, because everything in it is lost when the server stops.
+- A SQLite file is created private (0600) and whole, and a zero-length one is refused
+  (`holdback.store.files`), before SQLite opens it.
 - Every SQLite connection runs in WAL mode with a busy timeout, enforces foreign keys, syncs
   fully on commit and overwrites deleted content (`secure_delete`), so a deleted vault does
   not linger in free pages.
@@ -27,6 +29,7 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from holdback.store.errors import DatabaseUnreachableError, InvalidDatabaseUrlError
+from holdback.store.files import prepare_sqlite_file
 
 SQLITE = "sqlite+aiosqlite"
 POSTGRES = "postgresql+asyncpg"
@@ -126,6 +129,7 @@ def _sqlite_engine(
         raise DatabaseUnreachableError(
             f"cannot open {target.describe()}: the directory {directory} does not exist"
         )
+    prepare_sqlite_file(target.sqlite_path.absolute(), target.describe())
     # The driver's own timeout also waits for locks; keep it equal to ours.
     engine = create_async_engine(
         target.url, hide_parameters=True, connect_args={"timeout": busy_timeout}

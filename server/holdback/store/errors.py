@@ -32,6 +32,10 @@ class DatabaseAccessDeniedError(StoreError):
     """The database refused us: bad credentials, missing privileges or a read-only file."""
 
 
+class DataDirectoryError(DatabaseAccessDeniedError):
+    """The data directory cannot be created or used, or other users can access it."""
+
+
 class DatabaseLockedError(StoreError):
     """Another process or connection held a lock for longer than the busy timeout."""
 
@@ -77,6 +81,12 @@ class WrongVaultKeyError(VaultKeyError):
 
 class VaultEntryCorruptError(StoreError):
     """A stored ciphertext failed authentication: it was altered or belongs elsewhere."""
+
+
+class VaultFullError(StoreError):
+    """A conversation's vault would grow past its bound; the update was refused whole."""
+
+    code = "vault_full"
 
 
 # Records.

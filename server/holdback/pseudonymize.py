@@ -131,20 +131,22 @@ class Pseudonymizer:
                 if seen is text:
                     return found, known
         found = self.detectors.detect(text)
-        found = self.detectors.resolve([*found, *self._shown(text), *self._typed_tokens(text)])
         known = {}
+        shown = self._shown(text, known)
+        found = self.detectors.resolve([*found, *shown, *self._typed_tokens(text)])
         with self._lock:
             self._recent = [(text, found, known), *self._recent[: self.RECENT - 1]]
         return found, known
 
-    def _shown(self, text: str) -> list[Finding]:
+    def _shown(self, text: str, known: dict[tuple[str, str], str]) -> list[Finding]:
         """Values the model reads once markdown and entities are decoded.
 
         The model reads `ann&#64;example.org` and `**ann**@example.org` as the address they
         spell, as the browser shows them, so the user's text is also read through the
         projection the guard screens replies with. A finding there masks the raw text that
-        spells it, and its value is the decoded one, so every spelling shares one token (the
-        message still reads back as typed: a span keeps its raw text). Where the raw text
+        spells it, and is keyed by its decoded value (noted in `known`), so every spelling
+        shares one token; its value is the raw text, so the masked text restores to exactly
+        what the user typed. Where the raw text
         spells the value but for its spacing, the raw text's own detection decides: collapsing
         spaces makes no value the model would not already read there.
         """
@@ -168,8 +170,12 @@ class Pseudonymizer:
         out = []
         for f in self.detectors.detect_around(shown.text, around):
             start, end = lo[f.start], hi[f.end - 1]
-            if _unspaced(text[start:end]) != _unspaced(f.value):
-                out.append(Finding(start, end, f.kind, f.value))
+            raw = text[start:end]
+            if _unspaced(raw) != _unspaced(f.value):
+                out.append(Finding(start, end, f.kind, raw))
+                known[(f.kind, raw)] = self.detectors.normalize(
+                    f.kind, f.value, phone_region=self.phone_region
+                )
         return out
 
     def _normalized(self, f: Finding, known: dict[tuple[str, str], str]) -> str:

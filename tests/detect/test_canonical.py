@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from holdback.detect import DetectorSet, normalize
-from holdback.pseudonymize import Pseudonymizer, restore_as_typed, spellings
+from holdback.pseudonymize import Pseudonymizer, restore, restore_as_typed, spellings
 from holdback.stream import Guard, forbidden_matcher, screen
 from holdback.vault import Vault
 
@@ -137,6 +137,7 @@ def test_the_model_is_never_sent_a_value_it_would_read_through_markdown(spelling
     # The message reads back exactly as typed.
     spans = [(m.start, m.end, m.token) for m in found]
     assert restore_as_typed(masked, spans, spellings(found, vault), vault.index()) == text
+    assert restore(masked, vault) == text  # the value kept is the spelling typed
     # Every spelling is the same address, so it gets the same token.
     again, _ = Pseudonymizer(DETECTORS).pseudonymize("and ann@example.org too", vault)
     assert again == "and <EMAIL_1> too"

@@ -58,6 +58,7 @@ _WS = " \t\n\r\f\v\u00a0\u1680\u2028\u2029\u202f\u205f\u3000" + "".join(
     chr(c) for c in range(0x2000, 0x200B)
 )
 _WS_SET = frozenset(_WS)
+_WS_EDGE = _WS_SET | {""}  # a space, or the start or end of the text
 _SPECIAL: dict[ProjectionMode, re.Pattern[str] | None] = {
     "markdown": re.compile(rf"[&\\*_`~\[\]]|[{_WS}]{{2,}}"),
     "json": re.compile(r"\\|[0-9][.eE]"),
@@ -276,10 +277,13 @@ class Projector:
                 after = "" if long_run else _shown_next(raw, k, final)
                 if after is None:
                     break  # the right neighbour decides
-                # The renderer sees an invisible character before the run as a word
-                # character (neither space nor punctuation): the run stays, as it shows.
+                # A run between two word characters stays, as it shows (the renderer sees an
+                # invisible character as one: neither space nor punctuation); so does a run
+                # with space on both sides, which can neither open nor close emphasis.
                 before = self._last
-                if not long_run and (before.isalnum() or _invisible(before)) and after.isalnum():
+                intraword = (before.isalnum() or _invisible(before)) and after.isalnum()
+                spaced = before in _WS_EDGE and after in _WS_EDGE
+                if not long_run and (intraword or spaced):
                     self._identity(j, k)
                 i = k
             elif ch == "]":

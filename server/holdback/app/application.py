@@ -16,7 +16,6 @@ import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import httpx
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.responses import JSONResponse
@@ -36,7 +35,7 @@ from holdback.detect import DetectorSet
 from holdback.errors import describe
 from holdback.providers.base import Provider
 from holdback.providers.registry import make_provider
-from holdback.providers.transport import upstream_client
+from holdback.providers.transport import UpstreamClient, upstream_client
 from holdback.store.crypto import load_vault_key
 from holdback.store.locations import ensure_data_dir, resolve_data_dir, resolve_database_url
 from holdback.store.repository import Store
@@ -82,7 +81,7 @@ async def build_runtime(settings: Settings, provider: Provider | None = None) ->
             entropy_secrets=settings.entropy_secrets,
         )
         forbidden = forbidden_matcher(forbidden_terms) if forbidden_terms else None
-        http: httpx.AsyncClient | None = None
+        http: UpstreamClient | None = None
         if provider is None:
             if not settings.model.startswith("demo"):
                 # One connection pool for the process: a client per reply would build a TLS

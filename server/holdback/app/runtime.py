@@ -8,12 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
 from holdback.app.auth import Authenticator
 from holdback.app.pipeline import ChatService
 from holdback.app.settings import Settings
 from holdback.detect import DetectorSet, TermMatcher
+from holdback.providers.transport import UpstreamClient
 from holdback.store.repository import Store
 
 
@@ -26,4 +25,4 @@ class Runtime:
     detectors: DetectorSet
     forbidden: TermMatcher | None
     web_dir: Path
-    http: httpx.AsyncClient | None = None  # the upstream connection pool
+    http: UpstreamClient | None = None  # the upstream connection pool

@@ -33,6 +33,8 @@ WIRE_ERRORS: dict[str, str] = {
     "blocked": "the reply was stopped: it contained text that may not be shown",
     "filter_failed": "the reply was stopped: a safety filter failed",
     "storage_failed": "the database could not store this; nothing was lost that was accepted",
+    "vault_full": "this conversation holds as many protected values as this server allows; "
+    "the message was not accepted: start a new conversation",
     "internal": "the server failed; what was sent so far is kept",
     # The bounds of docs/limits.md: what a client that passes one is told.
     "too_many_frames": "too many frames on this connection; it is closed",

@@ -8,6 +8,10 @@ The order is the product's promise:
    every reply frame goes out of, and send what it returns;
 4. store the machine's outcome (tokenized, screened), then send its closing frames.
 
+While the reply streams, what it released so far is saved too (the store's reply
+checkpoints: at least every second or every 2 KiB), so a crash loses at most the last
+checkpoint's worth of what the user saw.
+
 This module is the thin async part: timeouts, cancellation and the store live here, decisions
 about what a client may see do not. One reply is in flight per conversation; a second message
 for it is refused (`busy`). A reply does not belong to a connection: if the client goes away,
@@ -37,7 +41,13 @@ from holdback.detect import DetectorSet, TermMatcher
 from holdback.errors import HoldbackError, describe, wire_message
 from holdback.providers.base import ChatMessage, ChatRequest, Provider
 from holdback.pseudonymize import Analysis, Masked, Pseudonymizer, restore_in_order, spellings
-from holdback.reply.frames import AssistantStart, Frame, MaskedSpan, MessageAccepted
+from holdback.reply.frames import (
+    AssistantDelta,
+    AssistantStart,
+    Frame,
+    MaskedSpan,
+    MessageAccepted,
+)
 from holdback.reply.machine import ReplyMachine
 from holdback.store.records import Message, VaultItem
 from holdback.store.repository import Store
@@ -329,10 +339,21 @@ class _ReplyPump:
             lambda projection, json_values: service._filter(index, vault, projection, json_values),
             call_prefix=f"call_{secrets.token_hex(4)}",
         )
+        self.checkpoint = service.store.reply_checkpoints(
+            reply.conversation_id, reply.message_id, self._storable
+        )
+
+    def _storable(self) -> tuple[str, dict[str, str]]:
+        outcome = self.machine.outcome()
+        return outcome.text, outcome.parts
 
     def send(self, frames: Iterable[Frame]) -> None:
+        released = 0
         for frame in frames:
             self.reply.emit(frame.wire())
+            if isinstance(frame, AssistantDelta):
+                released += len(frame.text.encode())
+        self.checkpoint.released(released)
 
     async def run(self, history: list[Message]) -> None:
         request = ChatRequest(
@@ -368,16 +389,22 @@ class _ReplyPump:
         the reply is cancelled meanwhile (Stop, shutdown), and the client hears how the reply
         ended whether or not it could be stored."""
         outcome = self.machine.outcome()
-        stored = self.service.store.finish_reply(
-            self.reply.conversation_id,
-            self.reply.message_id,
-            text=outcome.text,
-            parts=outcome.parts,
-            status=outcome.status,
-            finish_reason=outcome.finish_reason,
-            redacted=outcome.redacted,
-            blocked=outcome.blocked,
-        )
+
+        async def store() -> None:
+            await self.checkpoint.close()  # the final write comes after every checkpoint
+            await self.service.store.finish_reply(
+                self.reply.conversation_id,
+                self.reply.message_id,
+                text=outcome.text,
+                parts=outcome.parts,
+                status=outcome.status,
+                finish_reason=outcome.finish_reason,
+                redacted=outcome.redacted,
+                blocked=outcome.blocked,
+                checkpointed=self.checkpoint.tried,
+            )
+
+        stored = store()
         cancelled = False
         write = asyncio.ensure_future(stored)
         try:

@@ -22,16 +22,20 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from holdback.errors import InvalidTokenError
+from holdback.store import checkpoints
 from holdback.store.accounts import new_id
 from holdback.store.errors import InvalidRecordError, MessageNotFoundError, UserNotFoundError
 from holdback.store.records import AuditAction, AuditEvent, Conversation, Message, MessageStatus
+from holdback.store.runner import runner
 from holdback.store.schema import (
     AUDIT_ACTIONS,
+    CHANNEL_RE,
     MESSAGE_STATUSES,
     AuditEventRow,
     ConversationRow,
     MessageRow,
     MessageSpellingRow,
+    ReplyCheckpointRow,
     UserRow,
     VaultEntryRow,
 )
@@ -39,7 +43,6 @@ from holdback.store.vault import lock_conversation
 from holdback.tokens import kind_label
 
 _ROLE_RE = re.compile(r"[a-z][a-z0-9_]{0,31}\Z")
-_CHANNEL_RE = re.compile(r"[A-Za-z0-9_.:-]{1,64}\Z")
 MAX_TITLE_CHARS = 500
 MAX_FINISH_REASON_CHARS = 64
 
@@ -91,7 +94,7 @@ def check_message_fields(
     if finish_reason is not None and len(finish_reason) > MAX_FINISH_REASON_CHARS:
         raise InvalidRecordError(f"a finish reason is at most {MAX_FINISH_REASON_CHARS} chars")
     for channel, text in (parts or {}).items():
-        if not isinstance(channel, str) or not _CHANNEL_RE.match(channel):
+        if not isinstance(channel, str) or not CHANNEL_RE.match(channel):
             raise InvalidRecordError("a part's channel is a short identifier, e.g. 'reasoning'")
         if not isinstance(text, str):
             raise InvalidRecordError(f"part {channel!r} must be text")
@@ -163,7 +166,8 @@ async def remove_conversation(session: AsyncSession, conversation_id: str, owner
     if await owned_conversation(session, conversation_id, owner_id) is None:
         return False
     await lock_conversation(session, conversation_id)
-    for table in (AuditEventRow, VaultEntryRow, MessageSpellingRow, MessageRow):
+    tables = (AuditEventRow, VaultEntryRow, MessageSpellingRow, ReplyCheckpointRow, MessageRow)
+    for table in tables:
         await session.execute(delete(table).where(table.conversation_id == conversation_id))
     await session.execute(delete(ConversationRow).where(ConversationRow.id == conversation_id))
     return True
@@ -185,12 +189,14 @@ async def insert_message(session: AsyncSession, conversation_id: str, row: Messa
 
 
 async def messages_of(session: AsyncSession, conversation_id: str) -> list[Message]:
+    """The conversation's messages, a reply cut off mid-stream as far as it was saved."""
     rows = await session.scalars(
         select(MessageRow)
         .where(MessageRow.conversation_id == conversation_id)
         .order_by(MessageRow.seq)
     )
-    return [to_message(row) for row in rows]
+    messages = [to_message(row) for row in rows]
+    return await checkpoints.apply(await runner(session), conversation_id, messages)
 
 
 async def touch(session: AsyncSession, conversation_id: str, when: datetime) -> None:
@@ -206,6 +212,11 @@ async def change_message(session: AsyncSession, message_id: str, values: dict[st
     now = datetime.now(UTC)
     for name, value in values.items():
         setattr(row, name, value)
+    if "text" in values or "parts" in values:
+        # The text given is the message's now: what a reply saved as it streamed is replaced.
+        await session.execute(
+            delete(ReplyCheckpointRow).where(ReplyCheckpointRow.message_id == message_id)
+        )
     row.updated_at = now
     await touch(session, row.conversation_id, now)
     await session.flush()

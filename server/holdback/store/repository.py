@@ -9,6 +9,10 @@ The rules:
 - Every conversation method takes the owner; another user's conversation is "not found".
 - Opening a store migrates the schema to head (unless told not to) and refuses a vault key
   that is not the database's.
+- A streaming reply is saved as it goes (`reply_checkpoints`), every second or every 2 KiB,
+  so a crash loses at most one checkpoint of what its user saw.
+- A conversation's vault is bounded (`max_vault_entries`); past it, an update is refused
+  whole (`VaultFullError`).
 - On SQLite, deleting a conversation also checkpoints the WAL, so the deleted vault's
   ciphertext (already overwritten in the main file by `secure_delete`) leaves the WAL too.
 """
@@ -21,7 +25,15 @@ from typing import Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from holdback.store import accounts, conversations, key_check, term_lists, turns, vault
+from holdback.store import (
+    accounts,
+    checkpoints,
+    conversations,
+    key_check,
+    term_lists,
+    turns,
+    vault,
+)
 from holdback.store import spellings as spellings_module
 from holdback.store.crypto import VaultKey
 from holdback.store.database import Database
@@ -47,9 +59,21 @@ from holdback.store.schema import MessageRow, UserRow
 class Store:
     """Persistence for holdback. Create it with `await Store.open(url, vault_key=key)`."""
 
-    def __init__(self, db: Database, vault_key: VaultKey) -> None:
+    def __init__(
+        self,
+        db: Database,
+        vault_key: VaultKey,
+        *,
+        max_vault_entries: int = vault.MAX_VAULT_ENTRIES,
+        checkpoint_interval: float = checkpoints.DEFAULT_INTERVAL,
+        checkpoint_bytes: int = checkpoints.DEFAULT_SIZE,
+    ) -> None:
+        if max_vault_entries < 1:
+            raise ValueError("a vault must be allowed at least one entry")
         self._db = db
         self._key = vault_key
+        self.max_vault_entries = max_vault_entries
+        self._journal = checkpoints.Journal(db, interval=checkpoint_interval, size=checkpoint_bytes)
 
     @classmethod
     async def open(
@@ -60,8 +84,19 @@ class Store:
         migrate: bool = True,
         busy_timeout: float = 5.0,
         connect_timeout: float = 10.0,
+        max_vault_entries: int = vault.MAX_VAULT_ENTRIES,
+        checkpoint_interval: float = checkpoints.DEFAULT_INTERVAL,
+        checkpoint_bytes: int = checkpoints.DEFAULT_SIZE,
     ) -> Store:
-        """Connect, migrate to head (if `migrate`), and check the vault key."""
+        """Connect, migrate to head (if `migrate`), and check the vault key.
+
+        `max_vault_entries` bounds each conversation's vault (tokens and reserved ids); a
+        streaming reply is saved at least every `checkpoint_interval` seconds or every
+        `checkpoint_bytes` bytes of released text (`reply_checkpoints`).
+        """
+        checkpoints.check_bounds(checkpoint_interval, checkpoint_bytes)
+        if max_vault_entries < 1:
+            raise ValueError("a vault must be allowed at least one entry")
         target = parse_database_url(url)
         if migrate:
             await upgrade(url, busy_timeout=busy_timeout)
@@ -80,12 +115,19 @@ class Store:
                 await key_check.adopt_or_verify(session, vault_key, where)
 
             await db.write(adopt, what="checking the vault key")
+            return cls(
+                db,
+                vault_key,
+                max_vault_entries=max_vault_entries,
+                checkpoint_interval=checkpoint_interval,
+                checkpoint_bytes=checkpoint_bytes,
+            )
         except BaseException:
             await db.dispose()
             raise
-        return cls(db, vault_key)
 
     async def close(self) -> None:
+        await self._journal.close()
         await self._db.dispose()
 
     async def __aenter__(self) -> Store:
@@ -93,6 +135,15 @@ class Store:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
+
+    @property
+    def checkpoint_rounds(self) -> int:
+        """How many checkpoint rounds (one transaction each) have committed."""
+        return self._journal.rounds
+
+    async def until_checkpoint_rounds(self, rounds: int) -> None:
+        """Wait until `rounds` checkpoint rounds have committed (for tests and tools)."""
+        await self._journal.until_rounds(rounds)
 
     @property
     def database(self) -> Database:
@@ -318,8 +369,13 @@ class Store:
         finish_reason: str | None,
         redacted: Mapping[str, int] | None = None,
         blocked: Mapping[str, int] | None = None,
+        checkpointed: bool = True,
     ) -> None:
-        """Store the reply as `update_message` would, with its "blocked" and "redacted" audit."""
+        """Store the reply as `update_message` would, with its "blocked" and "redacted" audit.
+
+        The reply's checkpoints are deleted with it; `checkpointed=False` says it has none
+        (its `ReplyCheckpoint` never `tried` to save), which spares a statement.
+        """
         conversations.check_message_fields(None, status, finish_reason, parts, None)
         values: dict[str, object] = {"text": text, "parts": dict(parts), "status": status}
         if finish_reason is not None:
@@ -329,9 +385,23 @@ class Store:
             ("redacted", conversations.check_counts(redacted or {})),
         ]
         await self._db.write(
-            lambda s: turns.finish(s, conversation_id, message_id, values, audits),
+            lambda s: turns.finish(
+                s, conversation_id, message_id, values, audits, checkpointed=checkpointed
+            ),
             what="updating a message",
         )
+
+    def reply_checkpoints(
+        self, conversation_id: str, message_id: str, snapshot: checkpoints.Snapshot
+    ) -> checkpoints.ReplyCheckpoint:
+        """Save the reply `message_id` (a `begin_reply` placeholder) as it streams.
+
+        `snapshot()` gives the reply's text and parts as they may be stored now (screened,
+        tokenized); call `released(n)` on the result after sending n bytes of the reply's
+        text, and `await close()` before `finish_reply`. Until then, a reply cut off (a crash)
+        reads back from `list_messages` as far as its last checkpoint, status "incomplete".
+        """
+        return self._journal.open(conversation_id, message_id, snapshot)
 
     # The vault.
 
@@ -350,7 +420,9 @@ class Store:
 
         One transaction: the reservations are made first, so no item gets a reserved id,
         whoever reserved it. An id that is a token already cannot be reserved; it comes back
-        in `VaultUpdate.taken` with its value. See `VaultUpdate`.
+        in `VaultUpdate.taken` with its value. See `VaultUpdate`. A vault that would hold
+        more than `max_vault_entries` rows (tokens and reserved ids) refuses the whole update
+        with `VaultFullError`; nothing of it is written.
         """
         prepared = vault.prepare(self._key, items)
         ids = vault.prepare_reservations(reserve)
@@ -360,7 +432,9 @@ class Store:
 
         async def work(session: AsyncSession) -> VaultUpdate:
             await key_check.verify(session, self._key, where, lock="share")
-            return await vault.assign(session, self._key, conversation_id, prepared, ids)
+            return await vault.assign(
+                session, self._key, conversation_id, prepared, ids, limit=self.max_vault_entries
+            )
 
         return await self._db.write(work, what="assigning vault tokens")
 

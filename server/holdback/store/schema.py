@@ -13,6 +13,7 @@ This module must match `migrations/versions/`; a test compares them.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -46,6 +47,7 @@ ID_LENGTH = 32
 MESSAGE_STATUSES = ("complete", "incomplete", "blocked")
 TERM_PURPOSES = ("sensitive", "forbidden")
 AUDIT_ACTIONS = ("masked", "redacted", "blocked")
+CHANNEL_RE = re.compile(r"[A-Za-z0-9_.:-]{1,64}\Z")  # a part's name (`reasoning`)
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -196,6 +198,35 @@ class MessageSpellingRow(Base):
         ForeignKey("conversations.id", ondelete="CASCADE"), index=True
     )
     spellings_ciphertext: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime]
+
+
+class ReplyCheckpointRow(Base):
+    """A piece of a reply saved while it streams: tokenized text, like the message it belongs to.
+
+    The message's `text` (`part` "") or one of its parts (`part` the channel) reads as the
+    stored value cut at `start`, then `text`; a message's rows apply in `seq` order. Only a
+    reply that has not been stored whole has rows: `finish_reply` writes the final text and
+    deletes them in the same transaction, so a reply cut off by a crash reads back as far as
+    its last checkpoint.
+    """
+
+    __tablename__ = "reply_checkpoints"
+    __table_args__ = (
+        CheckConstraint("seq >= 1", name="seq_positive"),
+        CheckConstraint("start >= 0", name="start_not_negative"),
+    )
+
+    message_id: Mapped[str] = mapped_column(
+        ForeignKey("messages.id", ondelete="CASCADE"), primary_key=True
+    )
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    conversation_id: Mapped[str] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE"), index=True
+    )
+    part: Mapped[str] = mapped_column(String(64))
+    start: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime]
 
 

@@ -18,6 +18,9 @@ allows (`runner.py`). The rules they keep are the single-purpose methods':
 - Stored text is tokenized text, as given; audit rows hold kinds and counts only. A user
   message's own spellings of its values (`spellings.py`) are sealed in the same transaction,
   after the key check every sealing write verifies.
+- A reply cut off mid-stream reads back as far as its checkpoints saved it
+  (`checkpoints.py`), in the history the model is given too; a reply's final write deletes
+  its checkpoints in the same transaction.
 """
 
 from __future__ import annotations
@@ -27,10 +30,10 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import cast
 
-from sqlalchemy import Insert, Table, Update, bindparam, insert, select, update
+from sqlalchemy import Insert, Table, Update, bindparam, delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from holdback.store import conversations, key_check, spellings
+from holdback.store import checkpoints, conversations, key_check, spellings
 from holdback.store.accounts import new_id
 from holdback.store.crypto import VaultKey
 from holdback.store.errors import ConversationNotFoundError, MessageNotFoundError
@@ -41,6 +44,7 @@ from holdback.store.schema import (
     ConversationRow,
     MessageRow,
     MessageSpellingRow,
+    ReplyCheckpointRow,
     VaultEntryRow,
 )
 from holdback.store.vault import stored_vault
@@ -50,6 +54,7 @@ _messages = cast(Table, MessageRow.__table__)
 _vault = cast(Table, VaultEntryRow.__table__)
 _audit = cast(Table, AuditEventRow.__table__)
 _spellings = cast(Table, MessageSpellingRow.__table__)
+_checkpoints = cast(Table, ReplyCheckpointRow.__table__)
 
 # The conversation and its vault entries, in `vault.load`'s order, in one statement.
 _OPEN = (
@@ -123,6 +128,7 @@ def _finish(finish_reason: bool) -> Update:
 _FLAGS = ((False, False), (False, True), (True, False), (True, True))
 _TOUCH = {(title, owner): _touch(title, owner) for title, owner in _FLAGS}
 _FINISH = {given: _finish(given) for given in (False, True)}
+_FORGET_CHECKPOINTS = delete(_checkpoints).where(_checkpoints.c.message_id == bindparam("b_id"))
 
 
 def _values(message: Message) -> dict[str, object]:
@@ -219,6 +225,7 @@ async def begin(
     await _lock_and_touch(run, conversation_id, now, title=title, owner_id=owner_id)
     found = await run.rows(_HISTORY, {"conversation_id": conversation_id})
     history = [conversations.to_message(row) for row in found]
+    history = await checkpoints.apply(run, conversation_id, history)
     seq = history[-1].seq + 1 if history else 1
     # Meta as it reads back from the JSON column, so `user` equals what `list_messages` gives.
     stored_meta = json.loads(json.dumps(dict(meta)))
@@ -248,8 +255,11 @@ async def finish(
     message_id: str,
     values: Mapping[str, object],
     audits: Sequence[tuple[str, dict[str, int]]],
+    *,
+    checkpointed: bool = True,
 ) -> None:
-    """Store the reply's final text, parts, status and finish reason, and its audit events."""
+    """Store the reply's final text, parts, status and finish reason, and its audit events;
+    the checkpoints saved while it streamed go (if it may have any: `checkpointed`)."""
     run = await runner(session)
     now = datetime.now(UTC)
     await _lock_and_touch(run, conversation_id, now)
@@ -257,6 +267,8 @@ async def finish(
     params.update(b_id=message_id, b_conversation=conversation_id, b_updated_at=now)
     if await run.count(_FINISH["finish_reason" in values], params) != 1:
         raise MessageNotFoundError(f"message {message_id} is not in conversation {conversation_id}")
+    if checkpointed:
+        await run.run(_FORGET_CHECKPOINTS, {"b_id": message_id})
     rows = _audit_rows(conversation_id, message_id, audits, now)
     if rows:
         await run.run(_INSERT_AUDIT[len(rows)], _numbered(rows))

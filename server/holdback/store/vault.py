@@ -18,6 +18,10 @@ The rules:
   come back as stored (`VaultEntry`); nothing is re-derived from the token.
 - An entry's plaintext (the value and its normalized form) is sealed with AES-256-GCM and the
   conversation id as associated data, so a ciphertext copied to another conversation fails.
+- A vault is bounded: a conversation holds at most `limit` rows (tokens and reserved ids,
+  `MAX_VAULT_ENTRIES` unless the store is told otherwise). An update that would go past it
+  is refused whole (`VaultFullError`), so a message is either pseudonymized completely or
+  not accepted at all.
 - Assignment is safe under concurrency: it runs under the conversation's row lock, and the
   unique constraints on (conversation, token) and (conversation, kind, value hash) turn any
   writer that slipped past it into a conflict that the caller retries from the start.
@@ -40,6 +44,7 @@ from holdback.store.errors import (
     ConversationNotFoundError,
     InvalidRecordError,
     VaultEntryCorruptError,
+    VaultFullError,
 )
 from holdback.store.records import StoredVault, VaultItem, VaultUpdate
 from holdback.store.schema import ConversationRow, VaultEntryRow
@@ -47,6 +52,7 @@ from holdback.tokens import ID_RE, kind_label, make_token, parse_id
 from holdback.vault import VaultEntry
 
 MAX_VALUE_CHARS = 100_000
+MAX_VAULT_ENTRIES = 10_000  # rows per conversation: tokens and reserved ids
 MAX_KIND_CHARS = 200  # a detector kind: a term file's name, say
 RESERVED = "reserved"  # the kind of a reservation row; token kind labels are upper case
 # An id beyond these can never be assigned (the token column and the number's integer type
@@ -142,8 +148,11 @@ async def assign(
     conversation_id: str,
     items: Sequence[_Prepared],
     reserve: Sequence[str] = (),
+    *,
+    limit: int = MAX_VAULT_ENTRIES,
 ) -> VaultUpdate:
-    """Reserve `reserve`, then tokens for `items`, adding entries for values not held yet."""
+    """Reserve `reserve`, then tokens for `items`, adding entries for values not held yet;
+    `VaultFullError` if the vault would then hold more than `limit` rows."""
     await lock_conversation(session, conversation_id)
     rows = (
         await session.execute(
@@ -166,6 +175,7 @@ async def assign(
         highest[kind] = max(highest.get(kind, 0), number)
     tokens_held = set(known.values())
     now = datetime.now(UTC)
+    added = 0  # rows this update adds
     taken: list[str] = []
     for ident in reserve:
         held = f"<{ident}>"
@@ -174,6 +184,7 @@ async def assign(
         elif held not in reserved:
             reserved.add(held)
             if _storable(ident):
+                added += 1
                 session.add(
                     VaultEntryRow(
                         conversation_id=conversation_id,
@@ -203,6 +214,7 @@ async def assign(
             highest[item.kind] = number
             token = make_token(item.kind, number)
             known[slot] = token
+            added += 1
             session.add(
                 VaultEntryRow(
                     conversation_id=conversation_id,
@@ -217,6 +229,11 @@ async def assign(
             )
             entries[token] = VaultEntry(token, item.detector_kind, item.value, item.normalized)
         tokens.append(token)
+    if added and len(rows) + added > limit:
+        raise VaultFullError(
+            f"conversation {conversation_id} cannot take {added} more vault entries: it "
+            f"holds {len(rows)} and the limit is {limit}; nothing was added"
+        )
     await session.flush()
     taken = [token for token in taken if token not in tokens]
     read = [*dict.fromkeys(stored_before), *taken]

@@ -1,9 +1,9 @@
 """Issue #15, item 5, on a real server: `kill -9` mid-reply loses at most one checkpoint.
 
-On SQLite and on PostgreSQL, a real `holdback serve` streams a slow echo from a loopback upstream to a `websockets` client
-that records every delta and when it came. The server is killed with SIGKILL by its PID in
-the middle of the reply, restarted on the same data directory, and the conversation is read
-back. Before the fix the reply was stored as `''` whatever the user had seen; now it is
+On SQLite and on PostgreSQL, a real `holdback serve` streams a slow echo from a loopback
+upstream to a `websockets` client that records every delta and when it came. The server is
+killed with SIGKILL by its PID in the middle of the reply, restarted on the same database,
+and the conversation is read back. Before the fix the reply was stored as `''` whatever the user had seen; now it is
 `incomplete` and holds what the user saw, up to the last checkpoint (every second, or every
 2 KiB of text, whichever comes first). The database files as the kill left them (SQLite's
 main file, WAL and shared memory; the PostgreSQL cluster's files) hold the reply tokenized,

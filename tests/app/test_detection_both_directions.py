@@ -156,7 +156,6 @@ AREA_SLASH = (
     "an area code set apart by a slash (`030/1234 5678`) is not read: the number goes to the "
     "model and to the wire as written"
 )
-MIXED_CASE_IBAN = "a country code in mixed case (`Gb82`, `De89`): " + BOTH_WAYS
 
 CASES: tuple[Case, ...] = (
     # -- markdown around the value --------------------------------------------------------------
@@ -234,16 +233,8 @@ CASES: tuple[Case, ...] = (
     number("iban-case", "gb-lower-compact", "gb82west12345698765432", IBAN_GB),
     number("iban-case", "nl-lower-compact", "nl91abna0417164300", IBAN_NL),
     number("iban-case", "gb-lower-bank-code", "GB82 west 1234 5698 7654 32", IBAN_GB),
-    leaks(
-        number("iban-case", "gb-mixed-case", "Gb82 WeSt 1234 5698 7654 32", IBAN_GB),
-        user=MIXED_CASE_IBAN,
-        model=MIXED_CASE_IBAN,
-    ),
-    leaks(
-        number("iban-case", "de-mixed-case-country", "De89 3704 0044 0532 0130 00", IBAN_DE),
-        user=MIXED_CASE_IBAN,
-        model=MIXED_CASE_IBAN,
-    ),
+    number("iban-case", "gb-mixed-case", "Gb82 WeSt 1234 5698 7654 32", IBAN_GB),
+    number("iban-case", "de-mixed-case-country", "De89 3704 0044 0532 0130 00", IBAN_DE),
     # -- invisible characters inside --------------------------------------------------------------
     number("invisible", "cgj-card", spread(CARD, "\u034f"), CARD),
     number("invisible", "zwsp-card", spread(CARD_DIGITS, "\u200b", 4), CARD),

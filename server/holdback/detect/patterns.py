@@ -336,8 +336,12 @@ _iban_ok = functools.lru_cache(maxsize=4096)(v.iban_ok)
 
 # Printed in upper or lower case (`gb82 west 1234 5698 7654 32`): the check digits decide. The
 # country code is one of the registry's, in one case, so a word is no start of one (`the`, `my`).
-_COUNTRIES = "|".join(sorted(v.IBAN_LENGTHS))
-_COUNTRY = f"(?:{_COUNTRIES}|{_COUNTRIES.lower()})"
+# A country code in any case (`GB`, `gb`, `Gb`): ASCII letters only, never a case fold.
+_COUNTRY = (
+    "(?:"
+    + "|".join("".join(f"[{c}{c.lower()}]" for c in code) for code in sorted(v.IBAN_LENGTHS))
+    + ")"
+)
 
 IBAN = RegexDetector(
     "iban",
@@ -406,8 +410,9 @@ def _phone_pattern(*, ahead_plus: str = "", ahead_digit: str = "") -> str:
         rf"(?:\([0-9]{{1,5}}\){_PSEP}?)?[0-9]"
         rf"|\((?<![{_PHONE_BEFORE_PAREN}](?s:.)){ahead_plus}[0-9]{{1,5}}\){_PSEP}?[0-9]"
         rf"|[0-9](?<![{_PHONE_BEFORE_DIGIT}](?s:.)){ahead_digit})"
-        # the groups; then, after a slash, the last digits of more numbers (`… 5678 / 5679`)
-        rf"[0-9]*+(?:{_PSEP} ?[0-9]++)*+(?: ?/ ?[0-9]++(?!{_PSEP}?[0-9]))*+"
+        # the groups, a slash between two of them too: after an area code (`030/1234 5678`),
+        # before the last digits of another number (`… 5678 / 5679`) or another number
+        rf"[0-9]*+(?:(?:{_PSEP} ?| ?/ ?)[0-9]++)*+"
     )
 
 

@@ -13,6 +13,7 @@ each run of key characters is matched once.
 
 from __future__ import annotations
 
+import base64
 import itertools
 import math
 from collections.abc import Iterable, Iterator
@@ -103,8 +104,22 @@ def _pem_check(m: regex.Match[str]) -> tuple[int, int] | None:
         start = line.start()
         if m.string.find(" ", start, start + 64) == -1 and m.end() - start >= 64:
             body = m.string[start : m.end()].replace(" ", "")
-            return (start, m.end()) if _looks_base64(body) else None
+            if not _looks_base64(body) or _encodes_public_pem(body):
+                return None
+            return (start, m.end())
     return None
+
+
+def _encodes_public_pem(body: str) -> bool:
+    """Whether base64 text encodes a PEM block that is not a private key (a Kubernetes
+    `caBundle`: a certificate, base64 again). `LS0tLS1CRUdJTi…` that encodes a private key
+    is key material like any other."""
+    try:
+        head = base64.b64decode(body[:96], validate=True)
+    except ValueError:
+        return False
+    line = head.split(b"\n", 1)[0]
+    return line.startswith(b"-----BEGIN ") and b"PRIVATE" not in line and b"-----" in line[11:]
 
 
 _PEM_BODY = r"[ A-Za-z0-9+/=:,.\-]"

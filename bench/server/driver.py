@@ -85,7 +85,7 @@ def start_server(
     elif kind in HOLDBACKS:
         data_dir = settings.work / f"data-{tag}"
         shutil.rmtree(data_dir, ignore_errors=True)
-        data_dir.mkdir(parents=True)
+        data_dir.mkdir(mode=0o700, parents=True)  # holdback refuses a directory others can read
         exe = [str(VENV_BIN / "holdback")]
         if kind == "holdback-fixed":
             exe = [sys.executable, "-m", "server.patched"]

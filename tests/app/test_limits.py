@@ -1,5 +1,6 @@
 """The inbound bounds in process (docs/limits.md): request bodies, frames per second, idle and
-ended sessions on the WebSocket, titles without NUL, and the security headers on every route.
+ended sessions on the WebSocket, titles without NUL, the security headers on every route, and
+logged URLs without their credentials.
 
 Each bound is tried at its limit and just past it. What only a real server shows (heads that
 trickle in, bodies larger than memory, floods) is in test_abuse.py.
@@ -7,6 +8,7 @@ trickle in, bodies larger than memory, floods) is in test_abuse.py.
 
 from __future__ import annotations
 
+import logging
 import re
 import sqlite3
 import time
@@ -17,6 +19,7 @@ import pytest
 from starlette.websockets import WebSocketDisconnect
 
 from holdback.app.auth import SESSION_COOKIE
+from holdback.app.commands import MaskUrls, mask_urls
 from holdback.app.limits import FrameRate
 from holdback.providers.demo import DemoProvider
 from holdback.store.locations import DATABASE_FILE_NAME
@@ -34,6 +37,7 @@ from tests.app.support import (
 )
 
 WEB = Path(__file__).resolve().parents[2] / "web"
+SECRET_URL = "http://user-canary:pw-canary@127.0.0.1:9/v1/chat/completions?key=key-canary"
 
 
 @pytest.fixture
@@ -229,18 +233,18 @@ def test_a_silent_socket_is_closed_after_the_idle_time(tmp_path: Path) -> None:
 
 
 def test_frames_and_replies_keep_a_socket_from_idling(tmp_path: Path) -> None:
-    env = {"HOLDBACK_WS_IDLE_TIMEOUT": "1"}
-    # A reply that streams for longer than the idle time (about 60 chunks, 40 ms apart).
+    env = {"HOLDBACK_WS_IDLE_TIMEOUT": "1.5"}
+    # A reply that streams for longer than the idle time (about 60 chunks, 50 ms apart).
     with (
-        running_app(make_settings(tmp_path, env), DemoProvider(chunk_delay=0.04)) as client,
+        running_app(make_settings(tmp_path, env), DemoProvider(chunk_delay=0.05)) as client,
         client.websocket_connect("/ws") as ws,
     ):
         started = time.monotonic()
         frames = chat(ws, "Tell me something long.")
         assert frames[-1]["status"] == "complete"
-        assert time.monotonic() - started > 1  # it streamed past the idle time, unclosed
-        for _ in range(3):
-            time.sleep(0.5)  # each frame is sent before the idle time has passed
+        assert time.monotonic() - started > 1.5  # it streamed past the idle time, unclosed
+        for _ in range(4):
+            time.sleep(0.4)  # each frame is sent well before the idle time has passed
             ws.send_text("{oops")
             assert recv(ws)["code"] == "bad_frame"
         assert closed_with(ws) == 1000
@@ -331,3 +335,39 @@ def test_other_sessions_keep_their_sockets(password_app: TestClient, accounts: A
         send(ws, {"type": "user_message", "conversation_id": None, "text": "token still good"})
         frames = until_done(ws)
         assert frames[-1]["status"] == "complete"
+
+
+# -- logs -------------------------------------------------------------------------------------
+
+
+class _Url:
+    """A URL object as a library passes one to a log call (httpx's `URL`)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@pytest.mark.parametrize(
+    ("msg", "args"),
+    [
+        ('HTTP Request: %s %s "%s %d %s"', ("POST", _Url(SECRET_URL), "HTTP/1.1", 200, "OK")),
+        ("connecting to " + SECRET_URL, ()),
+        ("%s", (SECRET_URL,)),
+    ],
+)
+def test_logged_urls_lose_their_credentials_and_query(msg: str, args: tuple[object, ...]) -> None:
+    record = logging.LogRecord("httpx", logging.INFO, __file__, 1, msg, args, None)
+    assert MaskUrls().filter(record) is True
+    line = record.getMessage()
+    assert "user-canary" not in line
+    assert "pw-canary" not in line
+    assert "key-canary" not in line
+    assert "http://***@127.0.0.1:9/v1/chat/completions?***" in line
+
+
+def test_urls_without_secrets_are_logged_as_they_are() -> None:
+    text = "GET https://api.openai.com/v1/models and http://h/p@x"
+    assert mask_urls(text) == text

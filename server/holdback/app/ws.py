@@ -88,17 +88,22 @@ class _Watch:
         return user is not None and user.id == self.user.id
 
     async def next(self, watching: list[Reply]) -> Message | str:
-        """The client's next message, or why the socket ends: "session_ended" or "idle"."""
+        """The client's next message, or why the socket ends: "session_ended" or "idle".
+
+        Silence is counted from the client's last frame, or from the end of the last reply
+        streaming to it, whichever is later: a socket watching a reply is never idle."""
         receiving = asyncio.ensure_future(self.websocket.receive())
         ending = asyncio.ensure_future(self.ended.wait())
         try:
             while True:
+                streaming = {r.task for r in watching if r.task is not None and not r.task.done()}
                 now = self.clock()
                 due = self.last_check + self.recheck if self.checks else math.inf
-                idle_at = self.last_frame + self.idle
+                idle_at = math.inf if streaming else self.last_frame + self.idle
+                wake = min(due, idle_at)
                 done, _ = await asyncio.wait(
-                    {receiving, ending},
-                    timeout=max(0.0, min(due, idle_at) - now),
+                    {receiving, ending, *streaming},
+                    timeout=None if wake == math.inf else max(0.0, wake - now),
                     return_when=asyncio.FIRST_COMPLETED,
                 )
                 if receiving in done:
@@ -106,14 +111,14 @@ class _Watch:
                     return receiving.result()
                 if ending in done:
                     return "session_ended"
+                if done & streaming:
+                    self.last_frame = self.clock()  # a reply ended: silence starts now
+                    continue
                 now = self.clock()
                 if now >= due and not await self.still_valid():
                     return "session_ended"
                 if now >= idle_at:
-                    if any(r.task is not None and not r.task.done() for r in watching):
-                        self.last_frame = now  # a reply streams to it: not idle
-                    else:
-                        return "idle"
+                    return "idle"
         finally:
             for waiting in (receiving, ending):
                 if not waiting.done():

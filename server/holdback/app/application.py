@@ -34,6 +34,7 @@ from holdback.app.ws import chat_socket
 from holdback.detect import DetectorSet
 from holdback.errors import describe
 from holdback.providers.base import Provider
+from holdback.providers.http import StreamSettings
 from holdback.providers.registry import make_provider
 from holdback.providers.transport import UpstreamClient, upstream_client
 from holdback.store.crypto import load_vault_key
@@ -56,7 +57,7 @@ async def build_runtime(settings: Settings, provider: Provider | None = None) ->
     data_dir = ensure_data_dir(resolve_data_dir(settings.data_dir, env))
     url = resolve_database_url(settings.database_url, env, data_dir)
     key = load_vault_key(data_dir, env)
-    store = await Store.open(url, vault_key=key)
+    store = await Store.open(url, vault_key=key, max_vault_entries=settings.max_vault_entries)
     try:
         for path in settings.sensitive_terms:
             await store.save_term_list(
@@ -85,11 +86,14 @@ async def build_runtime(settings: Settings, provider: Provider | None = None) ->
         if provider is None:
             if not settings.model.startswith("demo"):
                 # One connection pool for the process: a client per reply would build a TLS
-                # context and open a connection for every reply. It streams through holdback's
-                # own transport unless a proxy variable applies (see providers/transport.py).
+                # context and open a connection for every reply (providers/transport.py).
                 http = upstream_client(max_keepalive=256)
             provider = make_provider(
-                settings.model, env=env, demo_chunk_delay=settings.demo_chunk_delay, client=http
+                settings.model,
+                env=env,
+                demo_chunk_delay=settings.demo_chunk_delay,
+                client=http,
+                settings=StreamSettings(limits=settings.upstream_limits),
             )
         service = ChatService(
             store,

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from holdback.detect.validators import phone_region_known
 from holdback.errors import ConfigurationError
+from holdback.providers.limits import UpstreamLimits
 from holdback.stream.guard import DEFAULT_WINDOW, GuardMode
 
 AuthMode = Literal["none", "password"]
@@ -59,6 +60,8 @@ class Settings:
     login_backoff: float = 1.0  # the first wait; it doubles per further failure, up to 60 s
     login_lock_after: int = 10  # failed logins that lock an account
     login_lock_time: float = 900.0  # seconds an account stays locked
+    max_vault_entries: int = 10_000  # values (and reserved ids) one conversation's vault holds
+    upstream_limits: UpstreamLimits = field(default_factory=UpstreamLimits)
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ), repr=False)
 
     @property
@@ -271,4 +274,38 @@ def _limits(env: Mapping[str, str]) -> dict[str, Any]:
         "login_backoff": seconds("login_backoff", "HOLDBACK_LOGIN_BACKOFF", 0.001, 3600),
         "login_lock_after": number("login_lock_after", "HOLDBACK_LOGIN_LOCK_AFTER", 1, 1_000_000),
         "login_lock_time": seconds("login_lock_time", "HOLDBACK_LOGIN_LOCK_TIME", 1, 30 * 86400),
+        "max_vault_entries": number(
+            "max_vault_entries", "HOLDBACK_MAX_VAULT_ENTRIES", 1, 10_000_000
+        ),
+        "upstream_limits": _upstream_limits(env),
     }
+
+
+# Each bound of one upstream reply (`UpstreamLimits`), from its variable: (field, variable,
+# lowest, highest accepted).
+_UPSTREAM_NUMBERS = (
+    ("max_line_chars", "HOLDBACK_UPSTREAM_MAX_LINE_CHARS", 1024, 1 << 30),
+    ("max_event_chars", "HOLDBACK_UPSTREAM_MAX_EVENT_CHARS", 1024, 1 << 30),
+    ("max_reply_chars", "HOLDBACK_UPSTREAM_MAX_REPLY_CHARS", 1024, 1 << 30),
+    ("max_header_bytes", "HOLDBACK_UPSTREAM_MAX_HEADER_BYTES", 1024, 1 << 20),
+    ("max_headers", "HOLDBACK_UPSTREAM_MAX_HEADERS", 8, 10_000),
+    ("max_inflated_bytes", "HOLDBACK_UPSTREAM_MAX_INFLATED_BYTES", 1024, 1 << 32),
+)
+_UPSTREAM_SECONDS = (
+    ("reply_timeout", "HOLDBACK_UPSTREAM_REPLY_TIMEOUT", 1, 86400),
+    ("head_timeout", "HOLDBACK_UPSTREAM_HEAD_TIMEOUT", 1, 3600),
+)
+
+
+def _upstream_limits(env: Mapping[str, str]) -> UpstreamLimits:
+    defaults = UpstreamLimits()
+    values: dict[str, Any] = {}
+    for attribute, name, low, high in _UPSTREAM_NUMBERS:
+        value = env.get(name, "").strip()
+        values[attribute] = _int(value, name, low, high) if value else getattr(defaults, attribute)
+    for attribute, name, flow, fhigh in _UPSTREAM_SECONDS:
+        value = env.get(name, "").strip()
+        values[attribute] = (
+            _seconds(value, name, flow, fhigh) if value else getattr(defaults, attribute)
+        )
+    return UpstreamLimits(**values)

@@ -148,14 +148,6 @@ def spread(value: str, mark: str, every: int = 3) -> str:
 
 
 BOTH_WAYS = "not detected: the value goes to the model as typed and reaches the wire as written"
-SLASH_TAIL = (
-    "after a slash only a number's last digits are read (`5678 / 5679`): the number after the "
-    "slash goes to the model and to the wire as written"
-)
-AREA_SLASH = (
-    "an area code set apart by a slash (`030/1234 5678`) is not read: the number goes to the "
-    "model and to the wire as written"
-)
 
 CASES: tuple[Case, ...] = (
     # -- markdown around the value --------------------------------------------------------------
@@ -318,38 +310,16 @@ CASES: tuple[Case, ...] = (
     number("phone", "gb-plus44-paren-zero", "+44 (0)20 7946 0958", LONDON),
     number("phone", "gb-manchester", "0161 496 0000", MANCHESTER),
     number("phone", "de-national", "030 1234 5678", BERLIN),
-    leaks(
-        number("phone", "de-national-slash", "030/1234 5678", BERLIN),
-        user=AREA_SLASH,
-        model=AREA_SLASH,
-    ),
-    leaks(
-        number("phone", "de-national-slash-spaced", "030 / 1234 5678", BERLIN),
-        user=AREA_SLASH,
-        model=AREA_SLASH,
-    ),
+    number("phone", "de-national-slash", "030/1234 5678", BERLIN),
+    number("phone", "de-national-slash-spaced", "030 / 1234 5678", BERLIN),
     number("phone", "second-after-slash", "+49 30 1234 5678 / +49 30 1234 5679", BERLIN, BERLIN_2),
     number("phone", "second-after-slash-glued-plus", "+44 20 7946 0958/+44 20 7946 0959", LONDON_2),
     number("phone", "second-national-after-slash", "030 1234 5678 / 030 1234 5679", BERLIN_2),
     number("phone", "second-gb-after-slash", "020 7946 0958 / 020 7946 0959", LONDON_2),
     number("phone", "second-after-comma", "020 7946 0958,020 7946 0959", LONDON_2),
-    leaks(
-        number(
-            "phone", "second-after-slash-glued", "020 7946 0958/020 7946 0959", LONDON, LONDON_2
-        ),
-        user=SLASH_TAIL,
-        model=SLASH_TAIL,
-    ),
-    leaks(
-        number("phone", "second-de-after-slash-glued", "030 1234 5678/030 1234 5679", BERLIN_2),
-        user=SLASH_TAIL,
-        model=SLASH_TAIL,
-    ),
-    leaks(
-        number("phone", "second-after-slash-space-after", "020 7946 0958 /020 7946 0959", LONDON_2),
-        user=SLASH_TAIL,
-        model=SLASH_TAIL,
-    ),
+    number("phone", "second-after-slash-glued", "020 7946 0958/020 7946 0959", LONDON, LONDON_2),
+    number("phone", "second-de-after-slash-glued", "030 1234 5678/030 1234 5679", BERLIN_2),
+    number("phone", "second-after-slash-space-after", "020 7946 0958 /020 7946 0959", LONDON_2),
     # -- secrets with distinctive prefixes --------------------------------------------------------
     secret("secret", "ghp-no-digit", GHP, GHP),
     secret("secret", "gho-no-digit", GHO, GHO),

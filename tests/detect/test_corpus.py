@@ -30,14 +30,8 @@ KINDS = BUILTIN_KINDS + TERM_KINDS
 NUMBER_LIKE = ("phone", "credit_card", "iban", "us_ssn", "ip_address")
 PROSE_CATEGORIES = ("cjk", "code", "log", "lookalike", "markdown")
 # Findings the detectors still make on negative sentences, as (kind, first 24 characters),
-# with how often; reported on issue 14 for the detectors to fix. Log time stamps
-# `YYYY-MM-DD HH:MM` read as a phone number up to the hour.
-KNOWN_NEGATIVE_FINDINGS: Counter[tuple[str, str]] = Counter(
-    {
-        ("phone", "2024-06-11 09"): 1,
-        ("phone", "2024-06-11 10"): 2,
-    }
-)
+# with how often; reported on issue 14 for the detectors to fix. None is left.
+KNOWN_NEGATIVE_FINDINGS: Counter[tuple[str, str]] = Counter()
 
 
 def _corpus_module(name: str) -> ModuleType:

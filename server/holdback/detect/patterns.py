@@ -434,7 +434,7 @@ PHONE_STARTS = (
 def _phone_ok(regions: tuple[str, ...]) -> Callable[[str], bool]:
     def ok(text: str) -> bool:
         # A bare run of digits is an order number, not a phone number: require formatting.
-        if not (text.startswith("+") or any(c in text for c in " ().-\u2013")):
+        if not (text.startswith("+") or any(c in text for c in " ().-\u2013/")):
             return False
         return v.phone_number_ok(text, regions)
 
@@ -451,7 +451,19 @@ def _other_value(text: str, digits: int) -> bool:
 class _Run:
     """One run of digit groups, split into phone numbers (see `_phones`)."""
 
-    __slots__ = ("digits", "ends", "marks", "ok", "ones", "other", "seps", "starts", "text")
+    __slots__ = (
+        "area",
+        "bounds",
+        "digits",
+        "ends",
+        "marks",
+        "ok",
+        "ones",
+        "other",
+        "seps",
+        "starts",
+        "text",
+    )
 
     def __init__(self, text: str, spans: list[tuple[int, int]], ok: Callable[[str], bool]):
         self.text = text
@@ -469,6 +481,22 @@ class _Run:
             k for k, sep in enumerate(self.seps) if sep != " " and not _FORMATTING.isdisjoint(sep)
         ]
         self.other: dict[tuple[int, int], bool] = {}
+        # bounds: where the parts of the run begin, each after a break (`_BREAKS`) or a slash.
+        # A slash after the first group of a part that is an area code with its trunk prefix
+        # (`030/1234 5678`, `030 / 1234 5678`) sets the area code apart, as brackets do: the
+        # number goes on (`area`: such first groups). Any other slash ends a number; what
+        # follows is another number, or its last digits (`…5678 / 5679`).
+        self.area: set[int] = set()
+        self.bounds = [0]
+        for k in range(1, len(spans)):
+            sep = self.seps[k]
+            if "/" in sep:
+                if k - 1 == self.bounds[-1] and _AREA_CODE.fullmatch(text, *spans[k - 1]):
+                    self.area.add(k - 1)
+                else:
+                    self.bounds.append(k)
+            elif sep in _BREAKS:
+                self.bounds.append(k)
 
     def next_mark(self, k: int) -> int:
         """The first separator from group k on that holds formatting (the group count if none)."""
@@ -522,15 +550,16 @@ class _Run:
         return set(self.seps[i + 1 : j])
 
     def formatted(self, i: int, j: int) -> bool:
-        """Formatting (`+`, brackets, dashes, dots) marks where a number ends; spaces do not."""
-        return any(c in _FORMATTING for c in self.segment(i, j))
+        """Formatting (`+`, brackets, dashes, dots, an area code's slash) marks where a number
+        ends; spaces do not."""
+        return (i in self.area and j > i + 1) or any(c in _FORMATTING for c in self.segment(i, j))
 
     def ends_here(self, i: int, j: int, end: int) -> bool:
         """Nothing after group j-1 continues the number: the segment ends, the next separator
         is not one the number uses, or its country code or area code fixes its length."""
         if j == end or self.seps[j] not in self.inner(i, j):
             return True
-        return self.text[self.starts[i]] in "+("
+        return self.text[self.starts[i]] in "+(" or i in self.area
 
 
 def _phones(ok: Callable[[str], bool]) -> Check:
@@ -553,26 +582,65 @@ def _phones(ok: Callable[[str], bool]) -> Check:
         tokens = [t.span() for t in _TOKEN.finditer(text, m.start(), m.end())]
         if glued(m):
             tokens.pop()  # the glued last group belongs to the word after it
+        elif text[m.end() : m.end() + 1] == ":":
+            del tokens[_time_stamp(text, tokens) :]
         if not tokens or (len(tokens) == 1 and text[tokens[0][0]] != "+"):
             return None  # one group is a phone number only after a `+`
-        main = len(tokens)
-        slash = text.find("/", m.start(), m.end())
-        if slash != -1:  # the groups after the first slash are the tails of more numbers
-            main = bisect.bisect_left(tokens, (slash, slash))
-        r = _Run(text, tokens[:main], cached)
-        found: list[tuple[int, int]] = []
-        lo = 0
-        breaks = [k for k in range(1, main) if r.seps[k] in _BREAKS]
-        for hi in [*breaks, main]:
-            clean = lo > 0 or not after_number(text, r.starts[0])
-            found += _split(r, lo, hi, clean)
-            lo = hi
-        spans = [(r.starts[i], r.ends[j - 1]) for i, j in found]
-        if found and found[-1][1] == main and main < len(tokens):
-            spans += _after_slash(text, spans[-1], tokens[main:], cached)
+        r = _Run(text, tokens, cached)
+        spans: list[tuple[int, int]] = []
+        number: tuple[int, int] | None = None  # the last number found
+        last = -1  # the group where the last value found (a number or its last digits) ends
+        for lo, hi in itertools.pairwise([*r.bounds, len(tokens)]):
+            sep, first = r.seps[lo], lo
+            if lo == 0:
+                clean = not after_number(text, r.starts[0])
+            elif "/" in sep:
+                listed = last == lo  # a value ends at the slash: a list of numbers
+                if listed and number is not None and hi == lo + 1:
+                    tail = tokens[lo]
+                    if _last_digits(text, number, tail, cached):
+                        spans.append(tail)
+                        last = hi
+                        continue
+                # A number glued to a slash after one is another (`0958/020 7946 0959`); after
+                # anything else the slash joins the group after it to what is before (`12/25`),
+                # as a dash does, and no value begins there.
+                clean = listed or sep.endswith(" ")
+                first = lo if clean else lo + 1
+            else:
+                clean = True
+            found = _split(r, first, hi, clean)
+            if found:
+                spans += [(r.starts[i], r.ends[j - 1]) for i, j in found]
+                number, last = spans[-1], found[-1][1]
         return spans or None
 
     return run
+
+
+# A log time stamp: a date, year first or last, and an hour before a colon (`2024-06-11
+# 09:14:05`, `20240611 09:14`): the clock's digits, not a number's (the date alone is judged
+# as any digit groups are). The colon is what the run's check sees after the run.
+_DATE = regex.compile(
+    r"[12][0-9]{3}(?P<s>[\-/.])(?:0?[1-9]|1[0-2])(?P=s)(?:0?[1-9]|[12][0-9]|3[01])"
+    r"|[12][0-9]{3}(?:0[1-9]|1[0-2])(?:0[1-9]|[12][0-9]|3[01])"
+    r"|(?:0?[1-9]|[12][0-9]|3[01])(?P<t>[\-/.])(?:0?[1-9]|[12][0-9]|3[01])(?P=t)[12][0-9]{3}"
+)
+_HOUR = regex.compile(r"[01]?[0-9]|2[0-3]")
+_AREA_CODE = regex.compile(r"0[1-9][0-9]{1,4}")  # two to five digits after the trunk prefix
+
+
+def _time_stamp(text: str, tokens: list[tuple[int, int]]) -> int:
+    """Where a time stamp that ends the run's groups begins (their count if none)."""
+    n = len(tokens)
+    if n < 2 or _HOUR.fullmatch(text, *tokens[-1]) is None:
+        return n
+    if text[tokens[-2][1] : tokens[-1][0]] not in ("  ", " "):
+        return n
+    for first in (n - 2, n - 4):
+        if first >= 0 and _DATE.fullmatch(text, tokens[first][0], tokens[-2][1]) is not None:
+            return first
+    return n
 
 
 def _split(r: _Run, lo: int, hi: int, clean: bool) -> list[tuple[int, int]]:
@@ -653,25 +721,21 @@ def _explained(r: _Run, j0: int, hi: int, memo: dict[int, bool]) -> bool:
     return memo[j0]
 
 
-def _after_slash(
-    text: str, number: tuple[int, int], slashed: list[tuple[int, int]], ok: Callable[[str], bool]
-) -> list[tuple[int, int]]:
-    """`+49 30 1234 5678 / 5679`: each group after a slash is the last digits of another
-    number, the one before with those digits in place of its own."""
+def _last_digits(
+    text: str, number: tuple[int, int], group: tuple[int, int], ok: Callable[[str], bool]
+) -> bool:
+    """`+49 30 1234 5678 / 5679`: whether the one group after a slash is the last digits of
+    another number, the number before with those digits in place of its own (at most six
+    digits, and fewer than the number has but three)."""
     written = text[number[0] : number[1]]
     positions = [i for i, c in enumerate(written) if c.isdigit()]
-    found: list[tuple[int, int]] = []
-    for start, end in slashed:
-        tail = text[start:end]
-        if len(tail) > min(6, len(positions) - 3):
-            break
-        chars = list(written)
-        for p, d in zip(positions[-len(tail) :], tail, strict=True):
-            chars[p] = d
-        if not ok("".join(chars)):
-            break
-        found.append((start, end))
-    return found
+    tail = text[group[0] : group[1]]
+    if not tail.isdigit() or len(tail) > min(6, len(positions) - 3):
+        return False
+    chars = list(written)
+    for p, d in zip(positions[-len(tail) :], tail, strict=True):
+        chars[p] = d
+    return ok("".join(chars))
 
 
 def make_phone(regions: Sequence[str] = ("US",)) -> RegexDetector:

@@ -246,14 +246,6 @@ def test_log_time_stamps_are_no_phone_numbers(text: str) -> None:
     assert guarded(text, REGIONS) == text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "StreamScanner (detect/incremental.py) decides a look-back detector's values after the "
-        "held text's start only where a start was ruled out: a value after a glued slash (no "
-        "start there) is missed when another detector's hold falls inside the run"
-    ),
-)
 @pytest.mark.parametrize(
     "text",
     ["Ruf 030/1234 5678 /030/1234 5679+49 an", "Call 415-555-2671/2672:; today"],

@@ -326,6 +326,10 @@ class StreamScanner:
                     found.extend(d.decided(text, rel_pos, rel_end, rel_hold))
             elif needle < pos or not d.lookback:
                 self._due &= ~bit
+            elif self._run_before(j, d, text, offset, pos) < pos:
+                # A run from before the held text reaches into it, and may hold values that
+                # begin where no start is (`…2671/2672`): it is matched from its start.
+                found.extend(d.decided(text, rel_pos, rel_end, rel_hold))
 
     def _run_before(self, j: int, d: RegexDetector, text: str, offset: int, pos: int) -> int:
         """Where a match that begins before `pos` and reaches past it can begin, at the

@@ -14,6 +14,7 @@ from holdback.store.locations import (
 )
 from holdback.store.migrate import downgrade, upgrade
 from holdback.store.records import (
+    ApiToken,
     AuditAction,
     AuditEvent,
     Conversation,
@@ -31,6 +32,7 @@ from holdback.store.repository import Store
 from holdback.store.rotation import RotationReport, rotate_vault_key
 
 __all__ = [
+    "ApiToken",
     "AuditAction",
     "AuditEvent",
     "Conversation",

@@ -5,6 +5,12 @@ only its SHA-256 is stored (both are 256-bit random strings, so a fast hash is e
 stolen database yields no usable credential). Passwords are hashed by the caller; the store
 keeps the hash it is given. An expired session is no session, and is deleted when it is
 next presented.
+
+A credential is worth what the database says now: a session or token of a disabled user
+names nobody, nor does a revoked token, checked in the same query that finds the user (so a
+server that checks again, per request or per WebSocket frame, sees it at once). Disabling a
+user also deletes their sessions; their tokens work again if the user is enabled, unless
+revoked. Revoking is for good.
 """
 
 from __future__ import annotations
@@ -17,8 +23,8 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from holdback.store.errors import InvalidRecordError, UserNotFoundError
-from holdback.store.records import User
+from holdback.store.errors import InvalidRecordError, RecordNotFoundError, UserNotFoundError
+from holdback.store.records import ApiToken, User
 from holdback.store.schema import ApiTokenRow, SessionRow, UserRow
 
 LOCAL_USER_NAME = "local"
@@ -37,7 +43,11 @@ def secret_hash(secret: str) -> str:
 
 def to_user(row: UserRow) -> User:
     return User(
-        id=row.id, name=row.name, password_hash=row.password_hash, created_at=row.created_at
+        id=row.id,
+        name=row.name,
+        password_hash=row.password_hash,
+        created_at=row.created_at,
+        disabled_at=row.disabled_at,
     )
 
 
@@ -97,6 +107,8 @@ async def session_user(session: AsyncSession, secret: str) -> tuple[User | None,
     expires_at, user_row = found
     if expires_at <= datetime.now(UTC):
         return None, True
+    if user_row.disabled_at is not None:
+        return None, False
     return to_user(user_row), False
 
 
@@ -131,6 +143,77 @@ async def api_token_user(session: AsyncSession, token: str) -> User | None:
     row = await session.scalar(
         select(UserRow)
         .join(ApiTokenRow, ApiTokenRow.user_id == UserRow.id)
-        .where(ApiTokenRow.token_hash == secret_hash(token))
+        .where(
+            ApiTokenRow.token_hash == secret_hash(token),
+            ApiTokenRow.revoked_at.is_(None),
+            UserRow.disabled_at.is_(None),
+        )
     )
     return to_user(row) if row is not None else None
+
+
+async def set_disabled(session: AsyncSession, name: str, disabled: bool) -> tuple[User, bool]:
+    """Disable or enable the user named `name`; returns the user and whether it changed.
+
+    Disabling deletes the user's sessions, in the same transaction."""
+    row = await session.scalar(select(UserRow).where(UserRow.name == name))
+    if row is None:
+        raise UserNotFoundError(f"no user named {name!r}")
+    changed = (row.disabled_at is None) == disabled
+    if changed:
+        row.disabled_at = datetime.now(UTC) if disabled else None
+    if disabled:
+        await session.execute(delete(SessionRow).where(SessionRow.user_id == row.id))
+    await session.flush()
+    return to_user(row), changed
+
+
+def _to_token(row: ApiTokenRow, user: UserRow) -> ApiToken:
+    return ApiToken(
+        id=row.id,
+        user_id=row.user_id,
+        user_name=user.name,
+        name=row.name,
+        created_at=row.created_at,
+        revoked_at=row.revoked_at,
+        user_disabled=user.disabled_at is not None,
+    )
+
+
+async def api_tokens(session: AsyncSession, user_id: str | None) -> list[ApiToken]:
+    query = select(ApiTokenRow, UserRow).join(UserRow, UserRow.id == ApiTokenRow.user_id)
+    if user_id is not None:
+        query = query.where(ApiTokenRow.user_id == user_id)
+    rows = await session.execute(query.order_by(ApiTokenRow.created_at, ApiTokenRow.id))
+    return [_to_token(token, user) for token, user in rows]
+
+
+async def api_token_by_secret(session: AsyncSession, token: str) -> ApiToken | None:
+    found = (
+        await session.execute(
+            select(ApiTokenRow, UserRow)
+            .join(UserRow, UserRow.id == ApiTokenRow.user_id)
+            .where(ApiTokenRow.token_hash == secret_hash(token))
+        )
+    ).first()
+    return _to_token(*found) if found is not None else None
+
+
+async def revoke_api_token(session: AsyncSession, token_id: str) -> tuple[ApiToken, bool]:
+    """Revoke the token with this id; returns it and whether it was live until now."""
+    found = (
+        await session.execute(
+            select(ApiTokenRow, UserRow)
+            .join(UserRow, UserRow.id == ApiTokenRow.user_id)
+            .where(ApiTokenRow.id == token_id)
+        )
+    ).first()
+    if found is None:
+        # Not echoed: a token's text pasted here by mistake must not be printed back.
+        raise RecordNotFoundError("no API token has that id (holdback token list shows them)")
+    row, user = found
+    changed = row.revoked_at is None
+    if changed:
+        row.revoked_at = datetime.now(UTC)
+        await session.flush()
+    return _to_token(row, user), changed

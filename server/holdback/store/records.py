@@ -29,6 +29,28 @@ class User:
     name: str
     password_hash: str | None
     created_at: datetime
+    disabled_at: datetime | None = None  # set: no sign-in, and no credential names them
+
+    @property
+    def disabled(self) -> bool:
+        return self.disabled_at is not None
+
+
+@dataclass(frozen=True, slots=True)
+class ApiToken:
+    """An API token as it is listed: never its text, which only its creator ever saw."""
+
+    id: str
+    user_id: str
+    user_name: str
+    name: str
+    created_at: datetime
+    revoked_at: datetime | None
+    user_disabled: bool
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None and not self.user_disabled
 
 
 @dataclass(frozen=True, slots=True)

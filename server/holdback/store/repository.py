@@ -42,6 +42,7 @@ from holdback.store.engine import create_engine, parse_database_url
 from holdback.store.errors import StoreError, UserExistsError
 from holdback.store.migrate import check_schema, upgrade
 from holdback.store.records import (
+    ApiToken,
     AuditEvent,
     Conversation,
     Message,
@@ -213,7 +214,38 @@ class Store:
         )
 
     async def user_for_api_token(self, token: str) -> User | None:
+        """The user a live token acts for: None if it is unknown, revoked, or its user is
+        disabled."""
         return await self._db.read(lambda s: accounts.api_token_user(s, token))
+
+    async def disable_user(self, name: str) -> tuple[User, bool]:
+        """Disable a user (`UserNotFoundError` if none has that name): they can no longer
+        sign in, their sessions are deleted and their API tokens name nobody until they are
+        enabled again. Returns the user and whether they were enabled until now."""
+        return await self._db.write(
+            lambda s: accounts.set_disabled(s, name, True), what="disabling a user"
+        )
+
+    async def enable_user(self, name: str) -> tuple[User, bool]:
+        """Enable a disabled user again; returns the user and whether they were disabled."""
+        return await self._db.write(
+            lambda s: accounts.set_disabled(s, name, False), what="enabling a user"
+        )
+
+    async def list_api_tokens(self, user_id: str | None = None) -> list[ApiToken]:
+        """Every API token (or one user's), oldest first: ids and names, never their text."""
+        return await self._db.read(lambda s: accounts.api_tokens(s, user_id))
+
+    async def find_api_token(self, token: str) -> ApiToken | None:
+        """The listing of the token whose text this is, revoked or not."""
+        return await self._db.read(lambda s: accounts.api_token_by_secret(s, token))
+
+    async def revoke_api_token(self, token_id: str) -> tuple[ApiToken, bool]:
+        """Revoke a token for good (`RecordNotFoundError` for an unknown id); returns it and
+        whether it was live until now."""
+        return await self._db.write(
+            lambda s: accounts.revoke_api_token(s, token_id), what="revoking an API token"
+        )
 
     # Conversations.
 

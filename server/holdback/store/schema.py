@@ -89,12 +89,16 @@ class StoreSetting(Base):
 
 
 class UserRow(Base):
+    """A user. One whose `disabled_at` is set cannot sign in, and no credential of theirs
+    (session or API token) names them while it stays set."""
+
     __tablename__ = "users"
 
     id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
     password_hash: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime]
+    disabled_at: Mapped[datetime | None]
 
 
 class SessionRow(Base):
@@ -109,7 +113,8 @@ class SessionRow(Base):
 
 
 class ApiTokenRow(Base):
-    """An API token; only the SHA-256 of the token text is stored."""
+    """An API token; only the SHA-256 of the token text is stored. A token whose
+    `revoked_at` is set names nobody, for good (the row stays, so it can be listed)."""
 
     __tablename__ = "api_tokens"
 
@@ -118,6 +123,7 @@ class ApiTokenRow(Base):
     name: Mapped[str] = mapped_column(String(200))
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime]
+    revoked_at: Mapped[datetime | None]
 
 
 class ConversationRow(Base):

@@ -2,7 +2,12 @@
 
 Every handler returns an exit code. Errors that holdback raises on purpose (`HoldbackError`)
 are printed as one clear line on stderr, with no traceback, and exit with status 2; nothing
-the user typed as a sensitive value is ever echoed.
+the user typed as a sensitive value is ever echoed. (`serve`, `db` and `vault` say why they
+could not run themselves, as `holdback: error: ...`, and exit with 1: docs/storage.md.)
+
+Before anything else runs, every log record is made with its URLs masked
+(`holdback.providers.logmask`): no log line of any command, ours or a library's, carries a
+URL's credentials or query.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from collections.abc import Callable, Sequence
 
 from holdback import __version__
 from holdback.errors import HoldbackError
+from holdback.providers.logmask import install_url_masking
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -39,6 +45,7 @@ def _registrars() -> list[Callable[[argparse._SubParsersAction[argparse.Argument
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    install_url_masking()
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Handler | None = getattr(args, "handler", None)

@@ -19,9 +19,9 @@ import pytest
 from starlette.websockets import WebSocketDisconnect
 
 from holdback.app.auth import SESSION_COOKIE
-from holdback.app.commands import MaskUrls, mask_urls
 from holdback.app.limits import FrameRate
 from holdback.providers.demo import DemoProvider
+from holdback.providers.logmask import install_url_masking, mask_text
 from holdback.store.locations import DATABASE_FILE_NAME
 from tests.app.conftest import PASSWORDS, Accounts
 from tests.app.support import (
@@ -359,8 +359,8 @@ class _Url:
     ],
 )
 def test_logged_urls_lose_their_credentials_and_query(msg: str, args: tuple[object, ...]) -> None:
-    record = logging.LogRecord("httpx", logging.INFO, __file__, 1, msg, args, None)
-    assert MaskUrls().filter(record) is True
+    install_url_masking()  # as the command line does first thing
+    record = logging.getLogRecordFactory()("httpx", logging.INFO, __file__, 1, msg, args, None)
     line = record.getMessage()
     assert "user-canary" not in line
     assert "pw-canary" not in line
@@ -370,4 +370,4 @@ def test_logged_urls_lose_their_credentials_and_query(msg: str, args: tuple[obje
 
 def test_urls_without_secrets_are_logged_as_they_are() -> None:
     text = "GET https://api.openai.com/v1/models and http://h/p@x"
-    assert mask_urls(text) == text
+    assert mask_text(text) == text

@@ -18,7 +18,8 @@ Logins hold up under abuse:
   Unknown names are counted like known ones. One check at a time runs per account.
 - A WebSocket is tied to the credential that opened it (`SocketRegistry`): logging out ends
   the sockets of that session, and every frame, and every `ws_recheck` seconds of silence,
-  checks the credential again, so a revoked token or a removed user ends its sockets too.
+  checks the credential again, so a revoked token, a disabled user or a removed user ends
+  its sockets too (`holdback token revoke`, `holdback user disable`, from any process).
 """
 
 from __future__ import annotations

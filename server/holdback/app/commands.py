@@ -1,8 +1,15 @@
-"""`holdback serve`, `holdback demo`, `holdback user add` and `holdback token create`.
+"""`holdback serve`, `holdback demo`, `holdback user ...` and `holdback token ...`.
 
 Each reads the same flags and `HOLDBACK_*` variables as the server, so they find the same
 database and vault key. Passwords come from standard input (one line) or a prompt, never from
-the command line, and are stored as argon2id hashes.
+the command line, and are stored as argon2id hashes. A token's text is printed once, by
+`token create`, on stdout alone; nothing else ever prints it (`token list` shows ids).
+
+`serve` checks everything that could stop it from starting before uvicorn runs: a failure is
+one line on stderr, `holdback: error: ...`, and exit status 1 (docs/storage.md), with nothing
+logged before it. Taking a credential away (`user disable`, `token revoke`) works from any
+process: every running server sees it at the next request, the next WebSocket frame, or
+within `HOLDBACK_WS_RECHECK` seconds on a silent socket, which then ends (`session_ended`).
 """
 
 from __future__ import annotations
@@ -13,20 +20,26 @@ import copy
 import getpass
 import logging
 import os
-import re
 import sys
-from typing import Any
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any, TypeVar
 
 import uvicorn
+import uvicorn.logging
 
-from holdback.app.application import create_app
+from holdback.app.application import build_runtime, create_app
 from holdback.app.auth import hash_password
 from holdback.app.http_server import uvicorn_config
 from holdback.app.settings import Settings, resolve
-from holdback.errors import ConfigurationError
+from holdback.errors import ConfigurationError, HoldbackError
+from holdback.providers.logmask import install_url_masking
 from holdback.store.crypto import load_vault_key
 from holdback.store.locations import ensure_data_dir, resolve_data_dir, resolve_database_url
+from holdback.store.records import ApiToken, User
 from holdback.store.repository import Store
+
+T = TypeVar("T")
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -49,6 +62,19 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     add.add_argument("name")
     _store_flags(add)
     add.set_defaults(handler=run_user_add)
+    disable = user_commands.add_parser(
+        "disable",
+        help="stop a user from signing in; their sessions end and their API tokens stop working",
+    )
+    disable.add_argument("name")
+    _store_flags(disable)
+    disable.set_defaults(handler=run_user_disable)
+    enable = user_commands.add_parser(
+        "enable", help="let a disabled user sign in again (their unrevoked tokens work again)"
+    )
+    enable.add_argument("name")
+    _store_flags(enable)
+    enable.set_defaults(handler=run_user_enable)
 
     token = subparsers.add_parser("token", help="manage API tokens")
     token_commands = token.add_subparsers(dest="token_command", metavar="COMMAND", required=True)
@@ -56,6 +82,18 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     create.add_argument("name", help="the user the token acts for")
     _store_flags(create)
     create.set_defaults(handler=run_token_create)
+    listing = token_commands.add_parser(
+        "list", help="list API tokens: id, user, name, created, status (never the token)"
+    )
+    listing.add_argument("--user", metavar="NAME", help="only this user's tokens")
+    _store_flags(listing)
+    listing.set_defaults(handler=run_token_list)
+    revoke = token_commands.add_parser(
+        "revoke", help="revoke an API token for good, by its id (see token list)"
+    )
+    revoke.add_argument("id", help="the token's id, as token list shows it")
+    _store_flags(revoke)
+    revoke.set_defaults(handler=run_token_revoke)
 
 
 def _store_flags(parser: argparse.ArgumentParser) -> None:
@@ -95,56 +133,89 @@ def settings_from(args: argparse.Namespace) -> Settings:
     )
 
 
-# A URL's userinfo (user:password@) and its query (?key=...), in any logged text.
-_URL = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^\s/?#]*@)?([^\s?#]*)(\?[^\s#]*)?")
+class _HeldRecords(logging.Handler):
+    """Log records made while the server checks that it can start, held back.
+
+    Before logging is configured nothing may reach stderr but the one-line error: alembic's
+    INFO lines, or a warning from the store, would otherwise come first. Once the checks pass
+    the records are handed to the configured handlers, so nothing is lost."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.NOTSET)
+        self.records: list[logging.LogRecord] = []
+        self._root = logging.getLogger()
+        self._level = self._root.level
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def __enter__(self) -> _HeldRecords:
+        self._root.addHandler(self)
+        self._root.setLevel(logging.INFO)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._root.removeHandler(self)
+        self._root.setLevel(self._level)
+
+    def replay(self) -> None:
+        for record in self.records:
+            logging.getLogger(record.name).handle(record)
+        self.records.clear()
 
 
-def mask_urls(text: str) -> str:
-    """`text` with every URL's credentials and query replaced by `***`."""
+async def check_startup(settings: Settings) -> None:
+    """Build the server's runtime once and take it down again: everything that stops a
+    server from starting (the data directory, the key, the database, the term files, the
+    model's settings) raises here, as a `HoldbackError`, before uvicorn runs."""
+    runtime = await build_runtime(settings)
+    try:
+        if runtime.http is not None:
+            await runtime.http.aclose()
+    finally:
+        await runtime.store.close()
 
-    def mask(match: re.Match[str]) -> str:
-        scheme, userinfo, rest, query = match.groups()
-        return scheme + ("***@" if userinfo else "") + rest + ("?***" if query else "")
 
-    return _URL.sub(mask, text)
+class _AccessFormatter(uvicorn.logging.AccessFormatter):
+    """uvicorn's access lines. A record whose URL was masked (`holdback.providers.logmask`
+    folds its arguments into the masked message) is written as that message, not refused."""
 
-
-class MaskUrls(logging.Filter):
-    """Log records, ours or a library's (httpx logs every request's URL), with URLs masked:
-    a base URL may carry a key in its userinfo or query, and a log must never hold it."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.msg, str) and "://" in record.msg:
-            record.msg = mask_urls(record.msg)
-        if isinstance(record.args, tuple) and any("://" in str(a) for a in record.args):
-            record.args = tuple(mask_urls(str(a)) if "://" in str(a) else a for a in record.args)
-        return True
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        if isinstance(record.args, tuple) and len(record.args) == 5:
+            return super().formatMessage(record)
+        return f"{record.levelname}:     {record.getMessage()}"
 
 
 def _configure_logging() -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(MaskUrls())
 
 
 def _uvicorn_logging() -> dict[str, Any]:
-    """uvicorn's own log configuration, with URLs masked on its handlers too."""
     config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
-    config.setdefault("filters", {})["mask_urls"] = {"()": MaskUrls}
-    for handler in config["handlers"].values():
-        handler.setdefault("filters", []).append("mask_urls")
+    config["formatters"]["access"]["()"] = _AccessFormatter
     return config
 
 
 def serve(settings: Settings, *, banner: str = "") -> int:
-    _configure_logging()
-    app = create_app(settings)
-    config = uvicorn_config(app, settings, log_level="info", log_config=_uvicorn_logging())
-    server = uvicorn.Server(config)
+    """Run the server until it is stopped. If it cannot start, say why in one line on stderr
+    (`holdback: error: ...`, naming the file or setting at fault, never a value or a key)
+    and return 1."""
+    install_url_masking()  # already done by the CLI; here for callers that skip it
 
-    async def main() -> None:
+    async def main() -> int:
+        with _HeldRecords() as held:
+            try:
+                await check_startup(settings)
+            except HoldbackError as exc:
+                print(f"holdback: error: {exc}", file=sys.stderr, flush=True)
+                return 1
+        _configure_logging()
+        held.replay()
+        app = create_app(settings)
+        config = uvicorn_config(app, settings, log_level="info", log_config=_uvicorn_logging())
+        server = uvicorn.Server(config)
         task = asyncio.create_task(server.serve())
         while not server.started and not task.done():  # noqa: ASYNC110 (uvicorn has no event)
             await asyncio.sleep(0.05)
@@ -155,9 +226,9 @@ def serve(settings: Settings, *, banner: str = "") -> int:
             )
             print(f"holdback is serving on http://{host}:{port}/{banner}", flush=True)
         await task
+        return 0 if server.started else 1
 
-    asyncio.run(main())
-    return 0 if server.started else 1
+    return asyncio.run(main())
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -182,6 +253,26 @@ async def _open_store(args: argparse.Namespace) -> Store:
     return await Store.open(url, vault_key=load_vault_key(data_dir, env))
 
 
+def _with_store(args: argparse.Namespace, work: Callable[[Store], Awaitable[T]]) -> T:
+    """Run `work(store)` on the store the flags name, and close it."""
+
+    async def run() -> T:
+        store = await _open_store(args)
+        try:
+            return await work(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(run())
+
+
+async def _user_named(store: Store, name: str) -> User:
+    user = await store.get_user_by_name(name)
+    if user is None:
+        raise ConfigurationError(f"no user named {name!r}; create it with holdback user add")
+    return user
+
+
 def _read_password() -> str:
     if not sys.stdin.isatty():
         password = sys.stdin.readline().rstrip("\r\n")
@@ -197,30 +288,106 @@ def _read_password() -> str:
 def run_user_add(args: argparse.Namespace) -> int:
     password_hash = hash_password(_read_password())
 
-    async def work() -> None:
-        store = await _open_store(args)
-        try:
-            await store.create_user(args.name, password_hash)
-        finally:
-            await store.close()
+    async def work(store: Store) -> None:
+        await store.create_user(args.name, password_hash)
 
-    asyncio.run(work())
+    _with_store(args, work)
     print(f"user {args.name} created", file=sys.stderr)
     return 0
 
 
-def run_token_create(args: argparse.Namespace) -> int:
-    async def work() -> str:
-        store = await _open_store(args)
-        try:
-            user = await store.get_user_by_name(args.name)
-            if user is None:
-                raise ConfigurationError(
-                    f"no user named {args.name!r}; create it with holdback user add"
-                )
-            return await store.create_api_token(user.id, "cli")
-        finally:
-            await store.close()
+def run_user_disable(args: argparse.Namespace) -> int:
+    async def work(store: Store) -> bool:
+        await _user_named(store, args.name)
+        _, changed = await store.disable_user(args.name)
+        return changed
 
-    print(asyncio.run(work()))
+    if _with_store(args, work):
+        print(
+            f"user {args.name} disabled: they cannot sign in, and their sessions and API "
+            "tokens no longer work (open connections end at their next message, or within "
+            "HOLDBACK_WS_RECHECK seconds)",
+            file=sys.stderr,
+        )
+    else:
+        print(f"user {args.name} was already disabled", file=sys.stderr)
+    return 0
+
+
+def run_user_enable(args: argparse.Namespace) -> int:
+    async def work(store: Store) -> bool:
+        await _user_named(store, args.name)
+        _, changed = await store.enable_user(args.name)
+        return changed
+
+    if _with_store(args, work):
+        print(
+            f"user {args.name} enabled: they can sign in again, and their API tokens that "
+            "were not revoked work again",
+            file=sys.stderr,
+        )
+    else:
+        print(f"user {args.name} was not disabled", file=sys.stderr)
+    return 0
+
+
+def run_token_create(args: argparse.Namespace) -> int:
+    async def work(store: Store) -> tuple[str, ApiToken | None]:
+        user = await _user_named(store, args.name)
+        if user.disabled:
+            raise ConfigurationError(
+                f"user {args.name} is disabled; enable it first with holdback user enable"
+            )
+        token = await store.create_api_token(user.id, "cli")
+        return token, await store.find_api_token(token)
+
+    token, listed = _with_store(args, work)
+    print(token)
+    if listed is not None:
+        print(
+            f"API token {listed.id} created for {args.name}; "
+            f"revoke it with: holdback token revoke {listed.id}",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _when(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _status(token: ApiToken) -> str:
+    if token.revoked_at is not None:
+        return f"revoked {_when(token.revoked_at)}"
+    return "user disabled" if token.user_disabled else "active"
+
+
+def run_token_list(args: argparse.Namespace) -> int:
+    async def work(store: Store) -> list[ApiToken]:
+        user_id = (await _user_named(store, args.user)).id if args.user is not None else None
+        return await store.list_api_tokens(user_id)
+
+    tokens = _with_store(args, work)
+    rows = [("ID", "USER", "NAME", "CREATED", "STATUS")]
+    rows += [(t.id, t.user_name, t.name, _when(t.created_at), _status(t)) for t in tokens]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True)]
+        print("  ".join([*cells, row[-1]]))
+    return 0
+
+
+def run_token_revoke(args: argparse.Namespace) -> int:
+    async def work(store: Store) -> tuple[ApiToken, bool]:
+        return await store.revoke_api_token(args.id)
+
+    token, changed = _with_store(args, work)
+    if changed:
+        print(
+            f"API token {token.id} of {token.user_name} revoked: it no longer works (open "
+            "connections end at their next message, or within HOLDBACK_WS_RECHECK seconds)",
+            file=sys.stderr,
+        )
+    else:
+        print(f"API token {token.id} was already revoked", file=sys.stderr)
     return 0

@@ -4,9 +4,11 @@ Every conversation belongs to its owner: another user gets 404 for it, exactly a
 does not exist. What the owner reads is restored (tokens back to values); `?view=model` shows
 what the model saw, tokenized; a user's own message reads back exactly as typed (its sealed
 spellings). A conversation's title is pseudonymized like any other text, and refuses NUL as
-messages do. State-changing requests from a foreign origin are refused (403). Logins are
-throttled (429 with `Retry-After`) and checked off the event loop (see `auth.py`); logging out
-ends the session's open WebSockets.
+messages do; a title that would overfill the conversation's vault is refused (409
+`vault_full`) and changes nothing. State-changing requests from a foreign origin are refused
+(403). Logins are throttled (429 with `Retry-After`) and checked off the event loop (see
+`auth.py`); a disabled user is refused exactly like a wrong password; logging out ends the
+session's open WebSockets.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from holdback.app.auth import (
 )
 from holdback.app.runtime import Runtime
 from holdback.app.views import conversation_json, model_view, owner_title, restore_message
-from holdback.errors import wire_message
+from holdback.errors import HoldbackError, wire_message
+from holdback.store.errors import VaultFullError
 from holdback.store.records import User
 from holdback.vault import Vault
 
@@ -40,6 +43,11 @@ def _runtime(request: Request) -> Runtime:
 
 def problem(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"code": code, "message": message}, status_code=status)
+
+
+def refused(status: int, exc: HoldbackError) -> JSONResponse:
+    """An error holdback raised on purpose: its wire code and our sentence for it."""
+    return problem(status, exc.code, wire_message(exc.code))
 
 
 def limited(status: int, code: str, wait: float) -> JSONResponse:
@@ -107,6 +115,10 @@ async def login(request: Request) -> Response:
     matched: bool | None = None  # None: not checked, which counts neither way
     try:
         user = await runtime.store.get_user_by_name(name)
+        # A disabled user is checked like an unknown name (the dummy hash: the same time)
+        # and refused like a wrong password, so the answer tells nobody that they exist.
+        if user is not None and user.disabled:
+            user = None
         matched = await runtime.auth.passwords.check(
             user.password_hash if user else None, body["password"]
         )
@@ -168,7 +180,12 @@ async def create_conversation(request: Request) -> Response:
     conversation = await runtime.store.create_conversation(user.id, "")
     if isinstance(title, str) and title.strip():
         vault = Vault()
-        masked = await runtime.service.mask_text(conversation.id, title.strip()[:200], vault)
+        try:
+            masked = await runtime.service.mask_text(conversation.id, title.strip()[:200], vault)
+        except VaultFullError as exc:
+            # Refused whole: the conversation made for this title goes too.
+            await runtime.store.delete_conversation(conversation.id, user.id)
+            return refused(409, exc)
         await runtime.store.rename_conversation(conversation.id, user.id, masked)
         conversation = (
             await runtime.store.get_conversation(conversation.id, user.id) or conversation
@@ -224,7 +241,10 @@ async def rename_conversation(request: Request) -> Response:
     if not isinstance(title, str) or not title.strip() or "\x00" in title:
         return problem(400, "bad_request", "send JSON with a non-empty 'title', without NUL")
     vault = Vault(await runtime.store.load_vault(conversation.id))
-    masked = await runtime.service.mask_text(conversation.id, title.strip()[:200], vault)
+    try:
+        masked = await runtime.service.mask_text(conversation.id, title.strip()[:200], vault)
+    except VaultFullError as exc:  # the title stays as it was
+        return refused(409, exc)
     await runtime.store.rename_conversation(conversation.id, user.id, masked)
     renamed = await runtime.store.get_conversation(conversation.id, user.id) or conversation
     return JSONResponse(conversation_json(renamed, vault))

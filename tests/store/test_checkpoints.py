@@ -183,6 +183,41 @@ async def test_every_due_reply_goes_in_one_transaction(sized: Store) -> None:
         await checkpoint.close()
 
 
+async def test_staggered_replies_share_rounds(database_url: str, vault_key: VaultKey) -> None:
+    """Replies whose times fall apart are saved together once one is due: each is saved
+    before its own time, in about one commit per interval however many there are."""
+    store = await open_store(database_url, vault_key, checkpoint_interval=0.5)
+    try:
+        user = await store.create_user("alice", None)
+        replies: list[tuple[str, Reply, ReplyCheckpoint]] = []
+        for n in range(10):
+            chat = await store.create_conversation(user.id)
+            turn = await store.begin_reply(chat.id, f"question {n}")
+            reply = Reply()
+            replies.append(
+                (
+                    chat.id,
+                    reply,
+                    store.reply_checkpoints(chat.id, turn.assistant.id, reply.snapshot),
+                )
+            )
+        before = store.checkpoint_rounds
+        started = time.monotonic()
+        for n, (_, reply, checkpoint) in enumerate(replies):  # one new reply every 40 ms
+            reply.text = f"answer {n}"
+            checkpoint.released(len(reply.text))
+            await asyncio.sleep(0.04)
+        for _, _, checkpoint in replies:
+            await saved(checkpoint, 1)
+        assert time.monotonic() - started < 0.5 + 0.4 + 1.0  # none waited past its time
+        assert store.checkpoint_rounds - before <= 2  # not one round per reply
+        for chat_id, reply, checkpoint in replies:
+            assert (await stored_reply(store, chat_id))[0] == reply.text
+            await checkpoint.close()
+    finally:
+        await store.close()
+
+
 async def test_text_released_while_a_round_is_written_goes_in_the_next(sized: Store) -> None:
     chat_id, message_id = await streaming(sized)
     reply = Reply()

@@ -5,9 +5,11 @@ The rules:
   taken from the reply's own snapshot; never wire text, never held text.
 - A reply is checkpointed when `size` bytes of text have been released since its last
   checkpoint, or `interval` seconds after the first byte not yet saved, whichever comes
-  first. One writer per store writes every due reply in one transaction, so a busy server
-  makes one commit per round, not one per chunk or per reply; a round that is still being
-  written delays the next, it never stacks up writes.
+  first. One writer per store writes, in one transaction, every reply that has text not yet
+  saved once any one of them is due (each is then saved before its own time), so a busy
+  server makes about one commit per interval, not one per chunk or per reply, however the
+  replies are staggered; a round that is still being written delays the next, it never
+  stacks up writes.
 - A checkpoint appends: a row per changed channel says where the saved value is cut and
   what follows, so each round writes only the new text. Reading a message applies its rows
   in order (`fold`); `finish_reply` writes the final text and deletes the rows in one
@@ -144,6 +146,11 @@ class ReplyCheckpoint:
         return parts.pop(TEXT), parts
 
     @property
+    def unsaved(self) -> bool:
+        """Text was released since the last round that held this reply."""
+        return self._pending > 0
+
+    @property
     def queued(self) -> bool:
         """Due now, or being written."""
         return self.writing is not None or self._journal.is_due(self)
@@ -241,6 +248,7 @@ class ReplyCheckpoint:
         """The reply's message no longer exists: nothing more to save."""
         self.closed = True
         self._cancel_timer()
+        self._journal.forget(self)
         self._changed.set()
 
 
@@ -253,13 +261,16 @@ class Journal:
         self.interval = interval
         self.size = size
         self._due: dict[ReplyCheckpoint, None] = {}  # in order, without repeats
+        self._open: dict[ReplyCheckpoint, None] = {}  # every reply not closed yet
         self._writer: asyncio.Task[None] | None = None
         self._closed = False
         self.rounds = 0  # committed rounds, for tests and measurements
         self._round = asyncio.Event()  # set after each committed round
 
     def open(self, conversation_id: str, message_id: str, snapshot: Snapshot) -> ReplyCheckpoint:
-        return ReplyCheckpoint(self, conversation_id, message_id, snapshot)
+        reply = ReplyCheckpoint(self, conversation_id, message_id, snapshot)
+        self._open[reply] = None
+        return reply
 
     def due(self, reply: ReplyCheckpoint) -> None:
         if self._closed:
@@ -272,6 +283,7 @@ class Journal:
 
     def forget(self, reply: ReplyCheckpoint) -> None:
         self._due.pop(reply, None)
+        self._open.pop(reply, None)
 
     def is_due(self, reply: ReplyCheckpoint) -> bool:
         return reply in self._due
@@ -286,6 +298,7 @@ class Journal:
         """Stop writing (at store close, after the replies have ended)."""
         self._closed = True
         self._due.clear()
+        self._open.clear()
         writer, self._writer = self._writer, None
         if writer is not None and not writer.done():
             writer.cancel()
@@ -295,7 +308,10 @@ class Journal:
     async def _drain(self) -> None:
         loop = asyncio.get_running_loop()
         while self._due:
+            # The due replies, and every other with text not yet saved: one commit saves
+            # them all, before each one's own time.
             batch = [reply for reply in self._due if not reply.closed]
+            batch += [r for r in self._open if r.unsaved and not r.closed and r not in self._due]
             self._due.clear()
             now = datetime.now(UTC)
             taken = [(reply, *reply.take(now)) for reply in batch]

@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL = 1.0  # seconds
 DEFAULT_SIZE = 2048  # bytes of released text (UTF-8)
+ROUND_REPLIES = 32  # replies saved in one round, at most
 TEXT = ""  # the `part` of a row that continues the message's text
 
 # The reply's text and parts as they may be stored now (screened, tokenized).
@@ -313,6 +314,11 @@ class Journal:
             batch = [reply for reply in self._due if not reply.closed]
             batch += [r for r in self._open if r.unsaved and not r.closed and r not in self._due]
             self._due.clear()
+            # A round is bounded, so one never holds the event loop long: the rest of the
+            # batch goes in the rounds right after it.
+            for reply in batch[ROUND_REPLIES:]:
+                self._due[reply] = None
+            batch = batch[:ROUND_REPLIES]
             now = datetime.now(UTC)
             taken = [(reply, *reply.take(now)) for reply in batch]
             taken = [(reply, rows, values) for reply, rows, values in taken if rows]

@@ -356,32 +356,28 @@ class UpstreamResponse:
                 UpstreamReplyTimeoutError("the reply ran past its time limit")
             )
 
+    async def _read_raw(self) -> bytes:
+        """The next piece of the body as it came off the wire; every failure is named."""
+        try:
+            return await self._content.readany()
+        except UpstreamError:
+            raise
+        except asyncio.CancelledError:
+            self._abandon()
+            raise
+        except Exception as exc:
+            raise translate(exc, connect=None, read=self._read_timeout) from None
+
     async def read(self) -> bytes:
         """The next piece of the body as it arrived (inflated if compressed); b"" at its end."""
         inflater = self._inflater
         if inflater is None:
-            try:
-                return await self._content.readany()
-            except UpstreamError:
-                raise
-            except asyncio.CancelledError:
-                self._abandon()
-                raise
-            except Exception as exc:
-                raise translate(exc, connect=None, read=self._read_timeout) from None
+            return await self._read_raw()
         while True:  # a compressed piece may inflate to nothing yet (a header, a block start)
             if inflater.pending:
                 out = inflater.step(b"")
             else:
-                try:
-                    data = await self._content.readany()
-                except UpstreamError:
-                    raise
-                except asyncio.CancelledError:
-                    self._abandon()
-                    raise
-                except Exception as exc:
-                    raise translate(exc, connect=None, read=self._read_timeout) from None
+                data = await self._read_raw()
                 if not data:
                     if not inflater.ended:
                         raise BadContentEncodingError("a compressed body ends before its end")

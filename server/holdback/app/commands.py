@@ -296,38 +296,38 @@ def run_user_add(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_user_disable(args: argparse.Namespace) -> int:
+# What `user disable` / `user enable` say: when the state changed, and when it already held.
+_DISABLE_MESSAGES = {
+    True: (
+        "disabled: they cannot sign in, and their sessions and API tokens no longer work "
+        "(open connections end at their next message, or within HOLDBACK_WS_RECHECK seconds)",
+        "was already disabled",
+    ),
+    False: (
+        "enabled: they can sign in again, and their API tokens that were not revoked work again",
+        "was not disabled",
+    ),
+}
+
+
+def _set_disabled(args: argparse.Namespace, disabled: bool) -> None:
     async def work(store: Store) -> bool:
         await _user_named(store, args.name)
-        _, changed = await store.disable_user(args.name)
+        change = store.disable_user if disabled else store.enable_user
+        _, changed = await change(args.name)
         return changed
 
-    if _with_store(args, work):
-        print(
-            f"user {args.name} disabled: they cannot sign in, and their sessions and API "
-            "tokens no longer work (open connections end at their next message, or within "
-            "HOLDBACK_WS_RECHECK seconds)",
-            file=sys.stderr,
-        )
-    else:
-        print(f"user {args.name} was already disabled", file=sys.stderr)
+    done, unchanged = _DISABLE_MESSAGES[disabled]
+    print(f"user {args.name} {done if _with_store(args, work) else unchanged}", file=sys.stderr)
+
+
+def run_user_disable(args: argparse.Namespace) -> int:
+    _set_disabled(args, True)
     return 0
 
 
 def run_user_enable(args: argparse.Namespace) -> int:
-    async def work(store: Store) -> bool:
-        await _user_named(store, args.name)
-        _, changed = await store.enable_user(args.name)
-        return changed
-
-    if _with_store(args, work):
-        print(
-            f"user {args.name} enabled: they can sign in again, and their API tokens that "
-            "were not revoked work again",
-            file=sys.stderr,
-        )
-    else:
-        print(f"user {args.name} was not disabled", file=sys.stderr)
+    _set_disabled(args, False)
     return 0
 
 

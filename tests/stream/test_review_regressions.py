@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 from holdback.detect import DetectorSet
 from holdback.providers.events import End, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
 from holdback.reply.machine import ReplyMachine
-from holdback.stream import Guard, ReplyFilter, Restorer, forbidden_matcher
+from holdback.stream import ReplyFilter
 from holdback.stream.projection import Projector, project
-from holdback.stream.restorer import json_escape
 from holdback.vault import Vault
 from tests.adversarial import oracle
+from tests.stream.chain import make_filter, run_filter
 
 DETECTORS = DetectorSet.from_config({"clients": ["Zyxwcanary"]})
 VAULT_EMAIL = "sarah@acme.com"
@@ -50,24 +50,12 @@ def make(
     v: Vault | None = None,
 ) -> ReplyFilter:
     v = v if v is not None else vault()
-    guard = Guard(
-        DETECTORS,
-        forbidden=forbidden_matcher(["nightjar"]),
-        vault=v,
-        mode=mode,  # type: ignore[arg-type]
-        window=window,
-        projection=projection,  # type: ignore[arg-type]
-    )
-    escape = json_escape if projection == "json" else None
-    return ReplyFilter(guard, Restorer(v.index(), escape=escape))
+    return make_filter(DETECTORS, v, ["nightjar"], mode=mode, projection=projection, window=window)
 
 
 def run(text: str, chunks: list[str] | None = None, **kwargs: object) -> tuple[str, str]:
     """(wire text, stored text) for `text`, fed whole or in `chunks`."""
-    f = make(**kwargs)  # type: ignore[arg-type]
-    pieces = chunks if chunks is not None else [text]
-    out = "".join(f.feed(c) for c in pieces) + f.flush()
-    return out, f.screened
+    return run_filter(make(**kwargs), text, chunks)  # type: ignore[arg-type]
 
 
 def wire(text: str, **kwargs: object) -> str:

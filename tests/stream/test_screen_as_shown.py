@@ -15,9 +15,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 
 from holdback.detect import DetectorSet
-from holdback.stream import Guard, ReplyBlockedError, ReplyFilter, Restorer, forbidden_matcher
-from holdback.stream.restorer import json_escape
+from holdback.stream import ReplyBlockedError, ReplyFilter
 from holdback.vault import Vault
+from tests.stream.chain import make_filter, run_filter
 
 DETECTORS = DetectorSet.from_config({"clients": ["Zyxwcanary"]})
 CARD = "4556 7375 8689 9855"  # Luhn-valid
@@ -31,23 +31,13 @@ def vault() -> Vault:
 
 
 def make(mode: str = "redact", projection: str = "markdown", window: int = 256) -> ReplyFilter:
-    v = vault()
-    guard = Guard(
-        DETECTORS,
-        forbidden=forbidden_matcher(["project"]),
-        vault=v,
-        mode=mode,  # type: ignore[arg-type]
-        window=window,
-        projection=projection,  # type: ignore[arg-type]
+    return make_filter(
+        DETECTORS, vault(), ["project"], mode=mode, projection=projection, window=window
     )
-    escape = json_escape if projection == "json" else None
-    return ReplyFilter(guard, Restorer(v.index(), escape=escape))
 
 
 def run(text: str, chunks: list[str] | None = None, **kwargs: str) -> tuple[str, str]:
-    f = make(**kwargs)  # type: ignore[arg-type]
-    out = "".join(f.feed(c) for c in (chunks if chunks is not None else [text])) + f.flush()
-    return out, f.screened
+    return run_filter(make(**kwargs), text, chunks)  # type: ignore[arg-type]
 
 
 def both(text: str, **kwargs: str) -> tuple[str, str]:

@@ -32,13 +32,12 @@ off its event loop); each vault, by one thread at a time.
 from __future__ import annotations
 
 import bisect
-import re
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from holdback.detect import DetectorSet, Finding, default_detectors
-from holdback.stream.projection import Projector, may_decode
+from holdback.stream.projection import Projector, marks, may_decode
 from holdback.stream.restorer import find_forms, restore
 from holdback.tokens import (
     TOKEN_RE,
@@ -154,15 +153,15 @@ class Pseudonymizer:
         # can be kept, and every such text is at a mark: the projection is read around them.
         if not may_decode(text):
             return []
-        marks = _marks(text)
-        if not marks:
+        at = marks(text)
+        if not at:
             return []
         shown = Projector("markdown")
         shown.extend(text, final=True)
         lo, hi = shown.lo, shown.hi
         n = len(shown.text)
         around = []
-        for mark in marks:
+        for mark in at:
             # The first character shown at or after the mark: it, or the one before it and
             # it, are in every finding that takes in what the mark changes.
             i = bisect.bisect_left(lo, mark)
@@ -310,23 +309,6 @@ class Pseudonymizer:
 
 
 _APART = "\x00"
-
-
-# Where the markdown projection may show a text otherwise than it is written, but for its
-# spacing: an entity, an escape, a marker, link syntax, a run of `_` the renderer takes for a
-# marker. A run of `_` between two ASCII letters or digits, of at most 32, shows as written
-# (CommonMark's intraword rule) unless a link destination can hold it, that is unless the text
-# has a `]`. `Projector` decides; this only says where it may differ (for a run of `_`, at one
-# of its characters). Each pattern starts with one class, which `re` scans for quickly.
-_MARKS = re.compile(r"[&\\*`~\[\]_](?<!__)")
-_MARKS_NO_LINKS = re.compile(
-    r"[&\\*`~\[_](?:(?<=[&\\*`~\[])|(?<![A-Za-z0-9_]_)|(?<=_)_{32,}|(?<=_)_*+(?![A-Za-z0-9_]))"
-)
-
-
-def _marks(text: str) -> list[int]:
-    marks = _MARKS if "]" in text else _MARKS_NO_LINKS
-    return [m.start() for m in marks.finditer(text)]
 
 
 def _unspaced(text: str) -> str:

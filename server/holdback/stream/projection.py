@@ -491,3 +491,21 @@ def may_decode(text: str, mode: ProjectionMode = "markdown") -> bool:
     marker or whitespace run reads as it is written)."""
     special = _SPECIAL[mode]
     return special is not None and special.search(text) is not None
+
+
+# Where the markdown projection may show a text otherwise than it is written, but for its
+# spacing: an entity, an escape, a marker, link syntax, a run of `_` the renderer takes for a
+# marker. A run of `_` between two ASCII letters or digits, of at most 32, shows as written
+# (CommonMark's intraword rule) unless a link destination can hold it, that is unless the text
+# has a `]`. `Projector` decides; this only says where it may differ (for a run of `_`, at one
+# of its characters). Each pattern starts with one class, which `re` scans for quickly.
+_MARKS = re.compile(r"[&\\*`~\[\]_](?<!__)")
+_MARKS_NO_LINKS = re.compile(
+    r"[&\\*`~\[_](?:(?<=[&\\*`~\[])|(?<![A-Za-z0-9_]_)|(?<=_)_{32,}|(?<=_)_*+(?![A-Za-z0-9_]))"
+)
+
+
+def marks(text: str) -> list[int]:
+    """Where the markdown projection may show `text` otherwise than it is written (see above)."""
+    marks = _MARKS if "]" in text else _MARKS_NO_LINKS
+    return [m.start() for m in marks.finditer(text)]

@@ -191,3 +191,51 @@ def _measure(
                 if got is not None and got >= sent_ns:
                     fig.visible_ms.append((got - sent_ns) / 1e6)
             last_visible = visible
+
+
+def burst_figures(
+    records: Sequence[Mapping[str, Any]],
+    streams: Iterable[Mapping[str, Any]],
+    *,
+    restores: bool,
+) -> dict[str, Any]:
+    """Latencies of new one-turn conversations, from the moment each client began to connect.
+
+    `start` is the first delta's arrival (the reply begins to show), `end` the reply's
+    `assistant_done`, `accepted` the user message's `message_accepted`. A complete reply
+    whose text is not the upstream's (restored, for holdback) counts as a mismatch.
+    """
+    by_key = {s["key"]: s for s in streams if "text" in s}
+    accepted: list[float] = []
+    start: list[float] = []
+    end: list[float] = []
+    outcomes: dict[str, int] = {}
+    mismatches = leaks = 0
+    for r in records:
+        outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
+        leaks += count_leaks(r.get("text", ""))
+        t0 = r["connect_ns"]
+        if "accepted_ns" in r:
+            accepted.append((r["accepted_ns"] - t0) / 1e6)
+        if "first_ns" in r:
+            start.append((r["first_ns"] - t0) / 1e6)
+        if r["outcome"] != "done:complete":
+            continue
+        end.append((r["done_ns"] - t0) / 1e6)
+        stream = by_key.get(r["key"])
+        values: dict[str, str] = dict(r.get("values") or {}) if restores else {}
+        expected = script.restore_offsets(stream["text"], values)[0] if stream else None
+        if r.get("text") != expected:
+            mismatches += 1
+    out: dict[str, Any] = {
+        "conversations": len(records),
+        "complete": len(end),
+        "mismatches": mismatches,
+        "leaks": leaks,
+        "outcomes": outcomes,
+    }
+    for name, values_ms in (("accepted", accepted), ("start", start), ("end", end)):
+        ordered = sorted(values_ms)
+        out[f"{name}_p50_ms"] = percentile(ordered, 50)
+        out[f"{name}_p99_ms"] = percentile(ordered, 99)
+    return out

@@ -29,6 +29,8 @@ VENV_BIN = Path(sys.executable).parent
 # holdback as committed, and holdback with the profile-driven fix applied from outside
 # (`patched.py`); both restore, guard and store.
 HOLDBACKS = ("holdback", "holdback-fixed")
+# The bare relays, each on one HTTP client (`relay.py`); `relay-aiohttp` is the strongest.
+RELAYS = {"relay": "httpx", "relay-aiohttp": "aiohttp"}
 
 
 @dataclass(slots=True)
@@ -41,6 +43,8 @@ class Settings:
     rate: float = 20.0
     chars: int = 400
     deflate: bool = False
+    burst_chars: int = 85  # about 30 chunks of 1-6 characters
+    burst_rounds: int = 5
     work: Path = field(default_factory=lambda: Path("/tmp/holdback-bench"))
 
     @property
@@ -51,10 +55,12 @@ class Settings:
 class Upstream:
     """The shared fake upstream process."""
 
-    def __init__(self, settings: Settings, fault_seed: int | None = None) -> None:
+    def __init__(
+        self, settings: Settings, fault_seed: int | None = None, chars: int | None = None
+    ) -> None:
         self.port = procs.free_port()
         argv = [sys.executable, "-m", "server.upstream", "--port", str(self.port)]
-        argv += ["--rate", str(settings.rate), "--chars", str(settings.chars)]
+        argv += ["--rate", str(settings.rate), "--chars", str(chars or settings.chars)]
         if fault_seed is not None:
             argv += ["--fault-seed", str(fault_seed)]
         self.child = procs.Child("upstream", argv, settings.work)
@@ -78,9 +84,9 @@ def start_server(
 ) -> tuple[procs.Child, int]:
     """Start the relay or holdback on a free port; returns once `/healthz` answers."""
     port = procs.free_port()
-    if kind == "relay":
+    if kind in RELAYS:
         argv = [sys.executable, "-m", "server.relay", "--port", str(port)]
-        argv += ["--upstream", f"{upstream.base}/v1"]
+        argv += ["--upstream", f"{upstream.base}/v1", "--client", RELAYS[kind]]
         child = procs.Child(f"relay-{tag}", argv, settings.work)
     elif kind in HOLDBACKS:
         data_dir = settings.work / f"data-{tag}"
@@ -257,6 +263,73 @@ def measure(
     }
     result.update(fig.summary())
     return result
+
+
+def measure_burst(
+    kind: str,
+    n: int,
+    run: int,
+    upstream: Upstream,
+    settings: Settings,
+    profile: Path | None = None,
+) -> dict[str, Any]:
+    """`settings.burst_rounds` rounds of N new one-turn conversations opened at once.
+
+    The server's CPU is read just before the first round and after the last conversation
+    closed, so it holds everything those conversations cost (and the pauses' idle time).
+    """
+    tag = f"burst-{kind}-{n}-{run}"
+    server, port = start_server(kind, upstream, settings, tag)
+    generator: procs.Child | None = None
+    out = settings.work / f"gen-{tag}.json"
+    try:
+        warm_up(port)
+        time.sleep(0.5)
+        upstream.take_log()
+        argv = [sys.executable, "-m", "server.burst", "--url", f"ws://127.0.0.1:{port}/ws"]
+        argv += ["--origin", f"http://127.0.0.1:{port}", "--n", str(n), "--run", str(run)]
+        argv += ["--rounds", str(settings.burst_rounds), "--out", str(out)]
+        cpu0 = procs.cpu_seconds(server.pid)
+        t0 = time.monotonic_ns()
+        generator = procs.Child(f"gen-{tag}", argv, settings.work)
+        spy = None
+        if profile is not None:
+            seconds = settings.burst_rounds * (settings.reply_seconds + 2.0)
+            spy = profiling.start(server.pid, seconds, profile)
+        generator.wait(timeout=settings.burst_rounds * 90 + 30)
+        cpu1 = procs.cpu_seconds(server.pid)
+        t1 = time.monotonic_ns()
+        if spy is not None:
+            spy.wait(timeout=120)
+        log = upstream.take_log()
+        if not server.alive():
+            raise procs.ProcessFailedError(f"{kind} died during the run:\n{server.tail()}")
+    finally:
+        if generator is not None:
+            generator.stop()
+        server.stop(grace=10.0)
+    records = orjson.loads(out.read_bytes())["records"]
+    out.unlink()
+    figures = analysis.burst_figures(records, log["streams"], restores=kind in HOLDBACKS)
+    cpu = cpu1 - cpu0
+    result: dict[str, Any] = {
+        "server": kind,
+        "workload": "burst",
+        "n": n,
+        "rounds": settings.burst_rounds,
+        "seconds": (t1 - t0) / 1e9,
+        "cpu_s": cpu,
+        "cpu_per_conversation_ms": cpu / len(records) * 1e3 if records else float("nan"),
+        "chunks_per_reply": _mean(len(s.get("sizes", ())) for s in log["streams"]),
+        "upstream_lag_us": log["lag_us"],
+    }
+    result.update(figures)
+    return result
+
+
+def _mean(values: Any) -> float:
+    items = list(values)
+    return sum(items) / len(items) if items else float("nan")
 
 
 def machine() -> str:

@@ -1,14 +1,24 @@
-"""`make bench-server`: holdback against a bare relay under load, and the soak.
+"""`make bench-server`: holdback against the bare relays under load, and the soak.
 
-The rule it keeps: every holdback figure is printed next to the relay's from the same run, as a
-ratio, and every process the run starts is gone when it ends. By default it measures
-N = 50, 100, 200 and then grows N until both servers' p99 added latency passes 100 ms (or
-`--max-n`). `--soak` runs the fault-injecting soak instead. `--profile KIND:N` records a py-spy
-profile of one server during one window. Results go to bench/results/server_load*.md/.json.
+The rule it keeps: every holdback figure is printed next to each relay's from the same run
+(`relay-aiohttp`, the strongest baseline, and `relay` on httpx), as a ratio, and every process
+the run starts is gone when it ends. Two workloads are measured (`--workload`, both by
+default), each server one after the other:
 
-    .venv/bin/python bench/server_load.py                  # load and latency, ~10 minutes
+- 10-turn conversations: N = 50, 100, 200 and then N grows until every server's p99 added
+  latency passes 100 ms (or `--max-n`);
+- new conversations (burst): at each `--burst-ns` N, `--burst-rounds` rounds of N one-turn
+  conversations opened at once, against an upstream of its own with short replies.
+
+`--soak` runs the fault-injecting soak instead. `--profile KIND:N[:burst]` records a py-spy
+profile of one server during one window of one workload. Results go to
+bench/results/server_load*.md/.json.
+
+    .venv/bin/python bench/server_load.py                  # both workloads, ~12 minutes
+    .venv/bin/python bench/server_load.py --workload burst --burst-ns 100,300
     .venv/bin/python bench/server_load.py --soak --minutes 10
     .venv/bin/python bench/server_load.py --profile holdback:200
+    .venv/bin/python bench/server_load.py --profile holdback:100:burst
 """
 
 from __future__ import annotations
@@ -16,6 +26,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -26,31 +37,46 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
-from server import driver, profiling, report, soak  # noqa: E402
+from server import burst_report, driver, profiling, report, soak  # noqa: E402
 
 BASE_NS = (50, 100, 200)
 GROW_NS = (300, 400, 500, 600, 800, 1000, 1200, 1600)
 
 
-def _ns(text: str) -> tuple[int, ...]:
+def _ns(text: str, *, empty: bool = False) -> tuple[int, ...]:
     try:
         values = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"expected comma-separated numbers, not {text!r}"
         ) from None
-    if not values or any(not 1 <= v <= 5000 for v in values):
+    if (not values and not empty) or any(not 1 <= v <= 5000 for v in values):
         raise argparse.ArgumentTypeError("each N must be between 1 and 5000")
     return values
+
+
+def _grow(text: str) -> tuple[int, ...]:
+    """As `_ns`, and an empty value means: do not grow."""
+    return _ns(text, empty=True)
+
+
+def _rounds(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 50:
+        raise argparse.ArgumentTypeError("--burst-rounds must be between 1 and 50")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--ns", type=_ns, default=BASE_NS, help="Ns always measured (50,100,200)")
-    p.add_argument("--grow", type=_ns, default=GROW_NS, help="Ns tried upward after those")
+    p.add_argument("--grow", type=_grow, default=GROW_NS, help="Ns tried upward ('' for none)")
     p.add_argument("--max-n", type=int, default=1600)
     p.add_argument("--window", type=float, default=20.0, help="measured seconds per N")
-    p.add_argument("--servers", default="relay,holdback")
+    p.add_argument("--servers", default="relay-aiohttp,relay,holdback")
+    p.add_argument("--workload", choices=("turns", "burst", "both"), default="both")
+    p.add_argument("--burst-ns", type=_ns, default=(100,), help="Ns of the burst workload")
+    p.add_argument("--burst-rounds", type=_rounds, default=5, help="burst rounds per N")
     p.add_argument("--chars", type=int, default=400, help="characters per reply")
     p.add_argument("--rate", type=float, default=20.0, help="upstream chunks/s per stream")
     p.add_argument("--deflate", action="store_true", help="clients negotiate permessage-deflate")
@@ -59,7 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--soak-n", type=int, default=50)
     p.add_argument("--seed", type=int, default=7, help="fault plan seed for the soak")
     p.add_argument("--soak-server", default="holdback", choices=("holdback", "holdback-fixed"))
-    p.add_argument("--profile", default=None, metavar="KIND:N")
+    p.add_argument("--profile", default=None, metavar="KIND:N[:burst]")
     p.add_argument("--out", type=Path, default=BENCH / "results")
     p.add_argument("--tag", default="", help="suffix for the output file names")
     p.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
@@ -69,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _header(title: str, argv: list[str]) -> str:
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    command = " ".join(["bench/server_load.py", *argv])
+    command = shlex.join(["bench/server_load.py", *argv])
     return f"## {title}\n\n{now}; {driver.machine()}; {_revision()}; command: `{command}`"
 
 
@@ -95,11 +121,17 @@ def _revision() -> str:
     return f"commit {head}" + (" + local changes under server/" if dirty else "")
 
 
-def bench(args: argparse.Namespace, settings: driver.Settings) -> tuple[str, list[Any]]:
+def _kinds(args: argparse.Namespace) -> list[str]:
     kinds = [k.strip() for k in args.servers.split(",") if k.strip()]
-    if "holdback" in kinds and not driver.holdback_available():
-        print("holdback serve is not available in this checkout: measuring the relay only")
-        kinds.remove("holdback")
+    missing = [k for k in kinds if k in driver.HOLDBACKS]
+    if missing and not driver.holdback_available():
+        print(f"holdback serve is not available in this checkout: not measuring {missing}")
+        kinds = [k for k in kinds if k not in missing]
+    return kinds
+
+
+def turns(kinds: list[str], args: argparse.Namespace, settings: driver.Settings) -> list[Any]:
+    """The 10-turn workload: the base Ns for every server, then growing while any sustains."""
     results: list[dict[str, Any]] = []
     active = set(kinds)
     upstream = driver.Upstream(settings)
@@ -114,7 +146,7 @@ def bench(args: argparse.Namespace, settings: driver.Settings) -> tuple[str, lis
                 r = driver.measure(kind, n, run, upstream, settings)
                 results.append(r)
                 print(
-                    f"N={n:5d} {kind:9s} cpu/chunk {r['cpu_per_chunk_ms']:.3f} ms  "
+                    f"N={n:5d} {kind:13s} cpu/chunk {r['cpu_per_chunk_ms']:.3f} ms  "
                     f"added p50 {r['added_p50_ms']:.2f} p99 {r['added_p99_ms']:.2f} ms  "
                     f"visible p99 {r['visible_p99_ms']:.2f} ms  frames/s "
                     f"{r['frames_per_s']:.0f}  rss/conn {r['rss_per_conn_kb']:.0f} KB  "
@@ -127,26 +159,93 @@ def bench(args: argparse.Namespace, settings: driver.Settings) -> tuple[str, lis
                 break
     finally:
         upstream.stop()
-    return report.bench_report(results, _header("Load and latency", sys.argv[1:])), results
+    return results
+
+
+def _burst_line(r: dict[str, Any]) -> str:
+    return (
+        f"burst N={r['n']:5d} {r['server']:13s} cpu/conversation "
+        f"{r['cpu_per_conversation_ms']:.2f} ms  accepted p99 {r['accepted_p99_ms']:.1f}  "
+        f"start p99 {r['start_p99_ms']:.1f}  end p50 {r['end_p50_ms']:.1f} "
+        f"p99 {r['end_p99_ms']:.1f} ms  complete {r['complete']}/{r['conversations']}  "
+        f"mismatches {r['mismatches']}  leaks {r['leaks']}"
+    )
+
+
+def bursts(kinds: list[str], args: argparse.Namespace, settings: driver.Settings) -> list[Any]:
+    """The new-conversation workload: every server at every burst N, on its own upstream."""
+    results: list[dict[str, Any]] = []
+    upstream = driver.Upstream(settings, chars=settings.burst_chars)
+    run = 0
+    try:
+        for n in sorted(set(args.burst_ns)):
+            for kind in kinds:
+                run += 1
+                r = driver.measure_burst(kind, n, run, upstream, settings)
+                results.append(r)
+                print(_burst_line(r), flush=True)
+    finally:
+        upstream.stop()
+    return results
+
+
+def render(header: str, data: Any) -> str:
+    """The report of a saved or fresh load run; a plain list is an old run (10-turn only)."""
+    if isinstance(data, list):
+        data = {"turns": data, "burst": []}
+    parts = [header]
+    if data.get("turns"):
+        parts.append(report.bench_report(data["turns"]))
+    if data.get("burst"):
+        parts.append(burst_report.burst_report(data["burst"]))
+    return "\n\n".join(parts)
+
+
+def bench(args: argparse.Namespace, settings: driver.Settings) -> tuple[str, dict[str, Any]]:
+    kinds = _kinds(args)
+    data: dict[str, Any] = {"turns": [], "burst": []}
+    if args.workload in ("turns", "both"):
+        data["turns"] = turns(kinds, args, settings)
+    if args.workload in ("burst", "both"):
+        data["burst"] = bursts(kinds, args, settings)
+    return render(_header("Load and latency", sys.argv[1:]), data), data
+
+
+def _profile_spec(text: str) -> tuple[str, int, bool]:
+    kind, _, rest = text.partition(":")
+    n_text, _, workload = rest.partition(":")
+    if workload not in ("", "burst", "turns"):
+        raise SystemExit(f"--profile expects KIND:N or KIND:N:burst, not {text!r}")
+    return kind, int(n_text or ("100" if workload == "burst" else "200")), workload == "burst"
 
 
 def profile(args: argparse.Namespace, settings: driver.Settings) -> tuple[str, Any]:
-    kind, _, n_text = args.profile.partition(":")
-    n = int(n_text or "200")
-    out = settings.work / f"profile-{kind}-{n}.txt"
-    upstream = driver.Upstream(settings)
+    kind, n, burst = _profile_spec(args.profile)
+    suffix = "-burst" if burst else ""
+    out = settings.work / f"profile-{kind}-{n}{suffix}.txt"
+    upstream = driver.Upstream(settings, chars=settings.burst_chars if burst else None)
     try:
-        r = driver.measure(kind, n, 1, upstream, settings, profile=out)
+        if burst:
+            r = driver.measure_burst(kind, n, 1, upstream, settings, profile=out)
+            measured = (
+                f"CPU/conversation {r['cpu_per_conversation_ms']:.2f} ms, "
+                f"p99 completion {r['end_p99_ms']:.1f} ms"
+            )
+        else:
+            r = driver.measure(kind, n, 1, upstream, settings, profile=out)
+            measured = (
+                f"CPU/chunk {r['cpu_per_chunk_ms']:.3f} ms, p99 added {r['added_p99_ms']:.2f} ms"
+            )
     finally:
         upstream.stop()
     raw = out.read_text()
-    saved = args.out / f"profile-{kind}-{n}{args.tag}.txt"
+    saved = args.out / f"profile-{kind}-{n}{suffix}{args.tag}.txt"
     saved.write_text(raw)
+    what = f"N = {n}" + (f", new conversations ({settings.burst_rounds} rounds)" if burst else "")
     text = "\n\n".join(
         [
-            _header(f"Profile of {kind} at N = {n}", sys.argv[1:]),
-            f"(measured under the profiler: CPU/chunk {r['cpu_per_chunk_ms']:.3f} ms, "
-            f"p99 added {r['added_p99_ms']:.2f} ms; raw stacks in {saved.name})",
+            _header(f"Profile of {kind} at {what}", sys.argv[1:]),
+            f"(measured under the profiler: {measured}; raw stacks in {saved.name})",
             "### Most self time\n\n" + profiling.self_table(raw),
             "### Most often on the stack\n\n" + profiling.inclusive_table(raw),
         ]
@@ -159,15 +258,16 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     if args.from_json is not None:
         saved = json.loads(args.from_json.read_text())
-        print(
-            report.bench_report(
-                saved, f"## Load and latency\n\n(re-rendered from {args.from_json})"
-            )
-        )
+        print(render(f"## Load and latency\n\n(re-rendered from {args.from_json})", saved))
         return 0
     work = Path(tempfile.mkdtemp(prefix="holdback-bench-"))
     settings = driver.Settings(
-        window=args.window, chars=args.chars, rate=args.rate, deflate=args.deflate, work=work
+        window=args.window,
+        chars=args.chars,
+        rate=args.rate,
+        deflate=args.deflate,
+        burst_rounds=args.burst_rounds,
+        work=work,
     )
     try:
         if args.soak:

@@ -25,10 +25,11 @@ def _body(text: str) -> dict[str, object]:
     return {"model": "m", "stream": True, "messages": [{"role": "user", "content": text}]}
 
 
-def test_relay_run_matches_every_chunk(settings: driver.Settings) -> None:
+@pytest.mark.parametrize("kind", sorted(driver.RELAYS))
+def test_relay_run_matches_every_chunk(settings: driver.Settings, kind: str) -> None:
     upstream = driver.Upstream(settings)
     try:
-        result = driver.measure("relay", 4, 1, upstream, settings)
+        result = driver.measure(kind, 4, 1, upstream, settings)
     finally:
         upstream.stop()
     assert result["chunks"] > 100

@@ -294,7 +294,8 @@ def measure_burst(
         generator = procs.Child(f"gen-{tag}", argv, settings.work)
         spy = None
         if profile is not None:
-            seconds = settings.burst_rounds * (settings.reply_seconds + 2.0)
+            reply = settings.burst_chars / 3.5 / settings.rate
+            seconds = settings.burst_rounds * (reply + 1.5)
             spy = profiling.start(server.pid, seconds, profile)
         generator.wait(timeout=settings.burst_rounds * 90 + 30)
         cpu1 = procs.cpu_seconds(server.pid)

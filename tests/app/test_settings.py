@@ -124,6 +124,7 @@ def test_defaults() -> None:
     assert settings.allowed_origins == ()
     assert settings.database_url is None
     assert settings.data_dir is None
+    assert settings.sqlite_synchronous == "normal"
 
 
 def test_environment_only_settings() -> None:
@@ -136,8 +137,10 @@ def test_environment_only_settings() -> None:
             "HOLDBACK_SEND_QUEUE_BYTES": "8192",
             "HOLDBACK_DEMO_CHUNK_DELAY": "0",
             "HOLDBACK_SHUTDOWN_GRACE": "0.5",
+            "HOLDBACK_SQLITE_SYNCHRONOUS": "FULL",
         }
     )
+    assert settings.sqlite_synchronous == "full"
     assert settings.guard_window == 512
     assert settings.phone_region == "DE"
     assert settings.max_frame_bytes == 4096
@@ -160,6 +163,7 @@ def test_environment_only_settings() -> None:
         ({"HOLDBACK_SEND_QUEUE_BYTES": "lots"}, "HOLDBACK_SEND_QUEUE_BYTES"),
         ({"HOLDBACK_DEMO_CHUNK_DELAY": "-1"}, "HOLDBACK_DEMO_CHUNK_DELAY"),
         ({"HOLDBACK_SHUTDOWN_GRACE": "soon"}, "HOLDBACK_SHUTDOWN_GRACE"),
+        ({"HOLDBACK_SQLITE_SYNCHRONOUS": "off"}, "HOLDBACK_SQLITE_SYNCHRONOUS"),
         ({"HOLDBACK_HOST": "0.0.0.0", "HOLDBACK_AUTH": "none"}, "--auth none"),
     ],
 )

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import delete, event
+from sqlalchemy import delete
 
 from holdback.errors import HoldbackError
 from holdback.store import Store, VaultItem, VaultKey, upgrade
@@ -150,15 +150,15 @@ async def test_opening_a_locked_sqlite_file_is_a_clear_error(
 
 
 def limit_pages(store: Store, pages: int | None) -> Any:
-    """Cap the database's size (SQLite's max_page_count) on every new connection."""
+    """Cap the database's size (SQLite's max_page_count) on every new connection; returns
+    what removes the cap."""
 
-    def on_connect(dbapi_connection: Any, _record: Any) -> None:
+    def on_connect(dbapi_connection: Any) -> None:
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA max_page_count = {pages or 1073741823}")
         cursor.close()
 
-    event.listen(store.database.engine.sync_engine, "connect", on_connect)
-    return on_connect
+    return store.database.connect_hook(on_connect)
 
 
 async def test_full_sqlite_database_rolls_back_the_whole_write(tmp_path: Path) -> None:
@@ -169,8 +169,8 @@ async def test_full_sqlite_database_rolls_back_the_whole_write(tmp_path: Path) -
         chat = await store.create_conversation(user.id)
         await store.assign_tokens(chat.id, [VaultItem("name", "Before", "before")])
         pages = sqlite3.connect(path).execute("PRAGMA page_count").fetchone()[0]
-        listener = limit_pages(store, pages + 3)
-        await store.database.engine.dispose()
+        remove = limit_pages(store, pages + 3)
+        await store.database.reconnect()
         big = [VaultItem("note", f"{i:04d}" + "v" * 20_000, f"n{i}") for i in range(20)]
         with pytest.raises(DiskFullError, match="full") as info:
             await store.assign_tokens(chat.id, big)
@@ -180,8 +180,8 @@ async def test_full_sqlite_database_rolls_back_the_whole_write(tmp_path: Path) -
         # Nothing of the failed writes is there, and what was there still is.
         assert await store.load_vault(chat.id) == {"<NAME_1>": "Before"}
         assert await store.list_messages(chat.id) == []
-        event.remove(store.database.engine.sync_engine, "connect", listener)
-        await store.database.engine.dispose()
+        remove()
+        await store.database.reconnect()
         tokens = await store.assign_tokens(chat.id, big)
         assert tokens == [f"<NOTE_{i}>" for i in range(1, 21)]
     finally:

@@ -1,7 +1,7 @@
-"""How the turn methods reach the database: on SQLite straight through the driver, with the
-SQL and type conversions SQLAlchemy would use, so the stored bytes are the same as the
-single-purpose methods'; where SQLite lacks `RETURNING`, through SQLAlchemy, with the same
-results."""
+"""How the hot path's transactions reach the database: on SQLite whole in a lane thread,
+straight through sqlite3, with the SQL and type conversions SQLAlchemy would use, so the
+stored bytes are the same as the single-purpose methods'; through SQLAlchemy (`run_sync` in
+a session) the same transactions give the same results."""
 
 from __future__ import annotations
 
@@ -12,11 +12,10 @@ from collections.abc import Awaitable, Callable
 import anyio
 import pytest
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncSession
 
-from holdback.store import Store, Turn, turns
+from holdback.store import Store, Turn
 from holdback.store.engine import create_engine, parse_database_url
-from holdback.store.runner import Runner, _Core, _Direct, runner
+from holdback.store.runner import CoreRunner, Runner, SqliteRunner
 from tests.store import test_turns as scenarios
 
 pytestmark = pytest.mark.anyio
@@ -73,16 +72,12 @@ async def test_the_turn_methods_store_the_same_values_as_the_others(store: Store
         assert all(isinstance(s, str) and SQLITE_TIMESTAMP.match(s) for s in stamps)
 
 
-async def test_sqlite_runs_the_turn_statements_directly(store: Store) -> None:
-    async def which(session: AsyncSession) -> Runner:
-        return await runner(session)
+async def test_sqlite_runs_the_transactions_in_a_lane(store: Store) -> None:
+    def which(run: Runner) -> type:
+        return type(run)
 
-    used = await store.database.read(which)
-    assert isinstance(used, _Direct if store.database.dialect == "sqlite" else _Core)
-
-
-async def through_sqlalchemy(session: AsyncSession) -> Runner:
-    return _Core(await session.connection())
+    used = await store.database.transact(which, write=False, what="test")
+    assert used is (SqliteRunner if store.database.dialect == "sqlite" else CoreRunner)
 
 
 @pytest.mark.parametrize("engine_name", ["sqlite"], indirect=True)
@@ -97,12 +92,12 @@ async def through_sqlalchemy(session: AsyncSession) -> Runner:
         scenarios.test_concurrent_turns_keep_seq_unique_and_ordered,
     ],
 )
-async def test_sqlite_without_returning_gets_the_same_results_through_sqlalchemy(
+async def test_sqlite_through_sqlalchemy_gets_the_same_results(
     store: Store,
     monkeypatch: pytest.MonkeyPatch,
     scenario: Callable[[Store], Awaitable[None]],
 ) -> None:
-    monkeypatch.setattr(turns, "runner", through_sqlalchemy)
+    monkeypatch.setattr(store.database, "_lanes", None)  # transactions in sessions instead
     await scenario(store)
 
 

@@ -57,7 +57,12 @@ async def build_runtime(settings: Settings, provider: Provider | None = None) ->
     data_dir = ensure_data_dir(resolve_data_dir(settings.data_dir, env))
     url = resolve_database_url(settings.database_url, env, data_dir)
     key = load_vault_key(data_dir, env)
-    store = await Store.open(url, vault_key=key, max_vault_entries=settings.max_vault_entries)
+    store = await Store.open(
+        url,
+        vault_key=key,
+        max_vault_entries=settings.max_vault_entries,
+        synchronous=settings.sqlite_synchronous,
+    )
     try:
         for path in settings.sensitive_terms:
             await store.save_term_list(

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from holdback.detect.validators import phone_region_known
 from holdback.errors import ConfigurationError
+from holdback.store.engine import SYNCHRONOUS
 from holdback.providers.limits import UpstreamLimits
 from holdback.stream.guard import DEFAULT_WINDOW, GuardMode
 
@@ -61,6 +62,9 @@ class Settings:
     login_lock_after: int = 10  # failed logins that lock an account
     login_lock_time: float = 900.0  # seconds an account stays locked
     max_vault_entries: int = 10_000  # values (and reserved ids) one conversation's vault holds
+    # SQLite's synchronous level (docs/storage.md): "normal" survives a process crash, "full"
+    # a power loss too.
+    sqlite_synchronous: str = "normal"
     upstream_limits: UpstreamLimits = field(default_factory=UpstreamLimits)
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ), repr=False)
 
@@ -237,9 +241,19 @@ def resolve(
             env.get("HOLDBACK_DEMO_CHUNK_DELAY", "0.02"), "HOLDBACK_DEMO_CHUNK_DELAY"
         ),
         shutdown_grace=_float(env.get("HOLDBACK_SHUTDOWN_GRACE", "10"), "HOLDBACK_SHUTDOWN_GRACE"),
+        sqlite_synchronous=_synchronous(env),
         **_limits(env),
         env=env,
     )
+
+
+def _synchronous(env: Mapping[str, str]) -> str:
+    value = env.get("HOLDBACK_SQLITE_SYNCHRONOUS", "").strip().lower() or "normal"
+    if value not in SYNCHRONOUS:
+        raise ConfigurationError(
+            f"HOLDBACK_SQLITE_SYNCHRONOUS must be {' or '.join(SYNCHRONOUS)}, not {value!r}"
+        )
+    return value
 
 
 def _limits(env: Mapping[str, str]) -> dict[str, Any]:

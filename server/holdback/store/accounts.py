@@ -19,12 +19,14 @@ import hashlib
 import secrets
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
-from sqlalchemy import delete, select
+from sqlalchemy import Table, bindparam, delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from holdback.store.errors import InvalidRecordError, RecordNotFoundError, UserNotFoundError
 from holdback.store.records import ApiToken, User
+from holdback.store.runner import Runner
 from holdback.store.schema import ApiTokenRow, SessionRow, UserRow
 
 LOCAL_USER_NAME = "local"
@@ -41,7 +43,31 @@ def secret_hash(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
-def to_user(row: UserRow) -> User:
+_users = cast(Table, UserRow.__table__)
+_sessions = cast(Table, SessionRow.__table__)
+_tokens = cast(Table, ApiTokenRow.__table__)
+_USER = (_users.c.id, _users.c.name, _users.c.password_hash, _users.c.created_at,
+         _users.c.disabled_at)  # fmt: skip
+# The credential checks of every request and WebSocket frame: one statement each.
+_SESSION_USER = (
+    select(_sessions.c.expires_at, *_USER)
+    .join(_users, _users.c.id == _sessions.c.user_id)
+    .where(_sessions.c.secret_hash == bindparam("hash"))
+)
+_TOKEN_USER = (
+    select(*_USER)
+    .join(_tokens, _tokens.c.user_id == _users.c.id)
+    .where(
+        _tokens.c.token_hash == bindparam("hash"),
+        _tokens.c.revoked_at.is_(None),
+        _users.c.disabled_at.is_(None),
+    )
+)
+_USER_BY_ID = select(*_USER).where(_users.c.id == bindparam("id"))
+
+
+def to_user(row: Any) -> User:
+    """A user record from an ORM row or a Core result row (same attribute names)."""
     return User(
         id=row.id,
         name=row.name,
@@ -93,23 +119,17 @@ async def insert_session(session: AsyncSession, user_id: str, ttl: timedelta) ->
     return secret
 
 
-async def session_user(session: AsyncSession, secret: str) -> tuple[User | None, bool]:
+def session_user(run: Runner, secret: str) -> tuple[User | None, bool]:
     """The user of a live session, and whether an expired session matched instead."""
-    found = (
-        await session.execute(
-            select(SessionRow.expires_at, UserRow)
-            .join(UserRow, UserRow.id == SessionRow.user_id)
-            .where(SessionRow.secret_hash == secret_hash(secret))
-        )
-    ).first()
-    if found is None:
+    found = run.rows(_SESSION_USER, {"hash": secret_hash(secret)})
+    if not found:
         return None, False
-    expires_at, user_row = found
-    if expires_at <= datetime.now(UTC):
+    row = found[0]
+    if row.expires_at <= datetime.now(UTC):
         return None, True
-    if user_row.disabled_at is not None:
+    if row.disabled_at is not None:
         return None, False
-    return to_user(user_row), False
+    return to_user(row), False
 
 
 async def remove_session(session: AsyncSession, secret: str) -> None:
@@ -139,17 +159,14 @@ async def insert_api_token(session: AsyncSession, user_id: str, name: str) -> st
     return token
 
 
-async def api_token_user(session: AsyncSession, token: str) -> User | None:
-    row = await session.scalar(
-        select(UserRow)
-        .join(ApiTokenRow, ApiTokenRow.user_id == UserRow.id)
-        .where(
-            ApiTokenRow.token_hash == secret_hash(token),
-            ApiTokenRow.revoked_at.is_(None),
-            UserRow.disabled_at.is_(None),
-        )
-    )
-    return to_user(row) if row is not None else None
+def api_token_user(run: Runner, token: str) -> User | None:
+    found = run.rows(_TOKEN_USER, {"hash": secret_hash(token)})
+    return to_user(found[0]) if found else None
+
+
+def user_with_id(run: Runner, user_id: str) -> User | None:
+    found = run.rows(_USER_BY_ID, {"id": user_id})
+    return to_user(found[0]) if found else None
 
 
 async def set_disabled(session: AsyncSession, name: str, disabled: bool) -> tuple[User, bool]:

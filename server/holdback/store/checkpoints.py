@@ -29,13 +29,12 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, insert, select
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import Table, bindparam, select
 
 from holdback.errors import describe
 from holdback.store.database import Database
 from holdback.store.records import Message
-from holdback.store.runner import Runner
+from holdback.store.runner import Runner, insert_rows, numbered
 from holdback.store.schema import CHANNEL_RE, MessageRow, ReplyCheckpointRow
 
 log = logging.getLogger(__name__)
@@ -49,6 +48,14 @@ TEXT = ""  # the `part` of a row that continues the message's text
 Snapshot = Callable[[], tuple[str, Mapping[str, str]]]
 
 _table = cast(Table, ReplyCheckpointRow.__table__)
+_messages = cast(Table, MessageRow.__table__)
+# Which of up to ROUND_REPLIES messages exist (ids padded with the last one: one shape).
+_EXISTING = select(_messages.c.id).where(
+    _messages.c.id.in_([bindparam(f"m_{i}") for i in range(ROUND_REPLIES)])
+)
+_INSERT_BATCH = 500  # rows per INSERT (SQLite allows 32,766 parameters, 6 columns a row)
+
+
 _ROWS = (
     select(_table.c.message_id, _table.c.part, _table.c.start, _table.c.text)
     .where(_table.c.conversation_id == bindparam("conversation_id"))
@@ -85,12 +92,12 @@ def fold(messages: Sequence[Message], rows: Iterable[Any]) -> list[Message]:
     return out
 
 
-async def apply(run: Runner, conversation_id: str, messages: list[Message]) -> list[Message]:
+def apply(run: Runner, conversation_id: str, messages: list[Message]) -> list[Message]:
     """`messages` of one conversation as far as their checkpoints go. Only a reply that was
     not stored whole (status "incomplete") can have checkpoints, so others cost nothing."""
     if all(m.status != "incomplete" for m in messages):
         return messages
-    rows = await run.rows(_ROWS, {"conversation_id": conversation_id})
+    rows = run.rows(_ROWS, {"conversation_id": conversation_id})
     return fold(messages, rows) if rows else messages
 
 
@@ -351,13 +358,16 @@ class Journal:
         """Insert the rows of the replies whose messages still exist; the ids that do not."""
         ids = sorted({str(row["message_id"]) for row in rows})
 
-        async def work(session: AsyncSession) -> set[str]:
-            found = set(
-                (await session.scalars(select(MessageRow.id).where(MessageRow.id.in_(ids)))).all()
-            )
+        def work(run: Runner) -> set[str]:
+            found: set[str] = set()
+            for start in range(0, len(ids), ROUND_REPLIES):
+                batch = ids[start : start + ROUND_REPLIES]
+                params = {f"m_{i}": batch[min(i, len(batch) - 1)] for i in range(ROUND_REPLIES)}
+                found.update(row.id for row in run.rows(_EXISTING, params))
             kept = [row for row in rows if row["message_id"] in found]
-            if kept:
-                await session.execute(insert(_table), kept)
+            for start in range(0, len(kept), _INSERT_BATCH):
+                batch_rows = kept[start : start + _INSERT_BATCH]
+                run.run(insert_rows(_table, len(batch_rows)), numbered(batch_rows))
             return set(ids) - found
 
-        return await self._db.write(work, what="saving streaming replies")
+        return await self._db.transact(work, write=True, what="saving streaming replies")

@@ -22,11 +22,8 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from holdback.errors import InvalidTokenError
-from holdback.store import checkpoints
-from holdback.store.accounts import new_id
-from holdback.store.errors import InvalidRecordError, MessageNotFoundError, UserNotFoundError
+from holdback.store.errors import InvalidRecordError, MessageNotFoundError
 from holdback.store.records import AuditAction, AuditEvent, Conversation, Message, MessageStatus
-from holdback.store.runner import runner
 from holdback.store.schema import (
     AUDIT_ACTIONS,
     CHANNEL_RE,
@@ -36,7 +33,6 @@ from holdback.store.schema import (
     MessageRow,
     MessageSpellingRow,
     ReplyCheckpointRow,
-    UserRow,
     VaultEntryRow,
 )
 from holdback.store.vault import lock_conversation
@@ -149,18 +145,6 @@ async def rename(session: AsyncSession, conversation_id: str, owner_id: str, tit
     return True
 
 
-async def insert_conversation(session: AsyncSession, owner_id: str, title: str) -> Conversation:
-    if await session.get(UserRow, owner_id) is None:
-        raise UserNotFoundError(f"user {owner_id} does not exist")
-    now = datetime.now(UTC)
-    row = ConversationRow(
-        id=new_id(), owner_id=owner_id, title=title, created_at=now, updated_at=now
-    )
-    session.add(row)
-    await session.flush()
-    return to_conversation(row)
-
-
 async def remove_conversation(session: AsyncSession, conversation_id: str, owner_id: str) -> bool:
     """Delete a conversation and everything it owns (explicitly, not only by cascade)."""
     if await owned_conversation(session, conversation_id, owner_id) is None:
@@ -186,17 +170,6 @@ async def insert_message(session: AsyncSession, conversation_id: str, row: Messa
     await touch(session, conversation_id, row.updated_at)
     await session.flush()
     return to_message(row)
-
-
-async def messages_of(session: AsyncSession, conversation_id: str) -> list[Message]:
-    """The conversation's messages, a reply cut off mid-stream as far as it was saved."""
-    rows = await session.scalars(
-        select(MessageRow)
-        .where(MessageRow.conversation_id == conversation_id)
-        .order_by(MessageRow.seq)
-    )
-    messages = [to_message(row) for row in rows]
-    return await checkpoints.apply(await runner(session), conversation_id, messages)
 
 
 async def touch(session: AsyncSession, conversation_id: str, when: datetime) -> None:

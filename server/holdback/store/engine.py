@@ -7,9 +7,11 @@ The rules:
   refused too, because everything in it is lost when the server stops.
 - A SQLite file is created private (0600) and whole, and a zero-length one is refused
   (`holdback.store.files`), before SQLite opens it.
-- Every SQLite connection runs in WAL mode with a busy timeout, enforces foreign keys, syncs
-  fully on commit and overwrites deleted content (`secure_delete`), so a deleted vault does
-  not linger in free pages.
+- Every SQLite connection, the engine's and the store's own (`lanes.py`), is set up by one
+  `SqliteSetup`: WAL mode with a busy timeout, foreign keys enforced, deleted content
+  overwritten (`secure_delete`, so a deleted vault does not linger in free pages), and the
+  synchronous level: `normal` by default (a commit survives the process crashing; see
+  docs/storage.md) or `full` (it also survives the machine losing power).
 - SQLite transactions are begun by us, not by the driver: reads with a deferred `BEGIN`,
   writes with `BEGIN IMMEDIATE`, so a writer waits for the write lock up front (up to the busy
   timeout) instead of failing halfway when it upgrades a read lock. This also makes DDL
@@ -40,6 +42,8 @@ _SCHEMES = {
     "postgres": POSTGRES,
     POSTGRES: POSTGRES,
 }
+
+SYNCHRONOUS = ("normal", "full")
 
 # Execution options read by the `begin` hook on SQLite.
 WRITE = "holdback_write"
@@ -103,16 +107,49 @@ def parse_database_url(text: str) -> DatabaseTarget:
     return DatabaseTarget(url)
 
 
+@dataclass(frozen=True, slots=True)
+class SqliteSetup:
+    """How every SQLite connection holdback opens is set up; call it on a new connection."""
+
+    busy_timeout: float = 5.0
+    foreign_keys: bool = True
+    synchronous: str = "normal"
+
+    def __post_init__(self) -> None:
+        if self.synchronous not in SYNCHRONOUS:
+            raise ValueError(f"the SQLite synchronous level is one of {', '.join(SYNCHRONOUS)}")
+
+    @property
+    def pragmas(self) -> tuple[str, ...]:
+        return (
+            f"PRAGMA busy_timeout = {max(0, int(self.busy_timeout * 1000))}",
+            "PRAGMA journal_mode = WAL",
+            f"PRAGMA foreign_keys = {'ON' if self.foreign_keys else 'OFF'}",
+            f"PRAGMA synchronous = {self.synchronous.upper()}",
+            "PRAGMA secure_delete = ON",
+        )
+
+    def __call__(self, dbapi_connection: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        try:
+            for pragma in self.pragmas:
+                cursor.execute(pragma)
+        finally:
+            cursor.close()
+
+
 def create_engine(
     target: DatabaseTarget,
     *,
     busy_timeout: float = 5.0,
     connect_timeout: float = 10.0,
     foreign_keys: bool = True,
+    synchronous: str = "normal",
 ) -> AsyncEngine:
     """An async engine for a checked target. SQLite files need their directory to exist."""
     if target.is_sqlite:
-        return _sqlite_engine(target, busy_timeout=busy_timeout, foreign_keys=foreign_keys)
+        setup = SqliteSetup(busy_timeout, foreign_keys, synchronous)
+        return _sqlite_engine(target, setup)
     return create_async_engine(
         target.url,
         hide_parameters=True,
@@ -121,9 +158,7 @@ def create_engine(
     )
 
 
-def _sqlite_engine(
-    target: DatabaseTarget, *, busy_timeout: float, foreign_keys: bool
-) -> AsyncEngine:
+def _sqlite_engine(target: DatabaseTarget, setup: SqliteSetup) -> AsyncEngine:
     directory = target.sqlite_path.absolute().parent
     if not directory.is_dir():
         raise DatabaseUnreachableError(
@@ -132,26 +167,14 @@ def _sqlite_engine(
     prepare_sqlite_file(target.sqlite_path.absolute(), target.describe())
     # The driver's own timeout also waits for locks; keep it equal to ours.
     engine = create_async_engine(
-        target.url, hide_parameters=True, connect_args={"timeout": busy_timeout}
-    )
-    pragmas = (
-        f"PRAGMA busy_timeout = {max(0, int(busy_timeout * 1000))}",
-        "PRAGMA journal_mode = WAL",
-        f"PRAGMA foreign_keys = {'ON' if foreign_keys else 'OFF'}",
-        "PRAGMA synchronous = FULL",
-        "PRAGMA secure_delete = ON",
+        target.url, hide_parameters=True, connect_args={"timeout": setup.busy_timeout}
     )
 
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Take BEGIN away from the driver; `_on_begin` emits it.
         dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        try:
-            for pragma in pragmas:
-                cursor.execute(pragma)
-        finally:
-            cursor.close()
+        setup(dbapi_connection)
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn: Connection) -> None:

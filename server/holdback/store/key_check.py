@@ -11,11 +11,14 @@ the database has just stopped using.
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from typing import Any
+
+from sqlalchemy import Select, bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from holdback.store.crypto import VaultKey
 from holdback.store.errors import VaultEntryCorruptError, WrongVaultKeyError
+from holdback.store.runner import Runner
 from holdback.store.schema import MessageSpellingRow, StoreSetting, TermListRow, VaultEntryRow
 from holdback.store.spellings import open_sealed
 from holdback.store.term_lists import open_terms
@@ -24,12 +27,21 @@ from holdback.store.vault import open_entry
 KEY_CHECK = "vault_key_check"
 
 
-async def stored_check(session: AsyncSession, *, lock: str = "") -> str | None:
-    """The stored key check; `lock` is "", "share" (writers) or "update" (rotation)."""
-    query = select(StoreSetting.value).where(StoreSetting.name == KEY_CHECK)
+def _check_query(lock: str) -> Select[Any]:
+    query = select(StoreSetting.value).where(StoreSetting.name == bindparam("setting"))
     if lock:
         query = query.with_for_update(read=lock == "share")
-    return await session.scalar(query)
+    return query
+
+
+# By lock: "" (none), "share" (writers that seal) or "update" (rotation, adoption).
+_CHECKS = {lock: _check_query(lock) for lock in ("", "share", "update")}
+
+
+async def stored_check(session: AsyncSession, *, lock: str = "") -> str | None:
+    """The stored key check; `lock` is "", "share" (writers) or "update" (rotation)."""
+    value: str | None = await session.scalar(_CHECKS[lock], {"setting": KEY_CHECK})
+    return value
 
 
 def wrong_key(key: VaultKey, stored: str, where: str) -> WrongVaultKeyError:
@@ -43,7 +55,16 @@ def wrong_key(key: VaultKey, stored: str, where: str) -> WrongVaultKeyError:
 
 async def verify(session: AsyncSession, key: VaultKey, where: str, *, lock: str = "") -> None:
     """Raise `WrongVaultKeyError` unless the database's key check is `key`'s."""
-    stored = await stored_check(session, lock=lock)
+    _judge(await stored_check(session, lock=lock), key, where)
+
+
+def verify_in(run: Runner, key: VaultKey, where: str, *, lock: str = "") -> None:
+    """`verify`, as a statement of a `Runner` transaction."""
+    rows = run.rows(_CHECKS[lock], {"setting": KEY_CHECK})
+    _judge(rows[0][0] if rows else None, key, where)
+
+
+def _judge(stored: str | None, key: VaultKey, where: str) -> None:
     if stored is None:
         raise WrongVaultKeyError(f"{where} has no vault key check; open it with the store first")
     if stored != key.check:

@@ -54,7 +54,8 @@ from holdback.store.records import (
     VaultItem,
     VaultUpdate,
 )
-from holdback.store.schema import MessageRow, UserRow
+from holdback.store.runner import Runner
+from holdback.store.schema import MessageRow
 
 
 class Store:
@@ -88,12 +89,14 @@ class Store:
         max_vault_entries: int = vault.MAX_VAULT_ENTRIES,
         checkpoint_interval: float = checkpoints.DEFAULT_INTERVAL,
         checkpoint_bytes: int = checkpoints.DEFAULT_SIZE,
+        synchronous: str = "normal",
     ) -> Store:
         """Connect, migrate to head (if `migrate`), and check the vault key.
 
         `max_vault_entries` bounds each conversation's vault (tokens and reserved ids); a
         streaming reply is saved at least every `checkpoint_interval` seconds or every
-        `checkpoint_bytes` bytes of released text (`reply_checkpoints`).
+        `checkpoint_bytes` bytes of released text (`reply_checkpoints`). `synchronous` is
+        SQLite's level, "normal" or "full" (docs/storage.md).
         """
         checkpoints.check_bounds(checkpoint_interval, checkpoint_bytes)
         if max_vault_entries < 1:
@@ -101,8 +104,13 @@ class Store:
         target = parse_database_url(url)
         if migrate:
             await upgrade(url, busy_timeout=busy_timeout)
-        engine = create_engine(target, busy_timeout=busy_timeout, connect_timeout=connect_timeout)
-        db = Database(engine, target, busy_timeout=busy_timeout)
+        engine = create_engine(
+            target,
+            busy_timeout=busy_timeout,
+            connect_timeout=connect_timeout,
+            synchronous=synchronous,
+        )
+        db = Database(engine, target, busy_timeout=busy_timeout, synchronous=synchronous)
         try:
             try:
                 await check_schema(engine, target)
@@ -167,11 +175,9 @@ class Store:
         return await self._db.read(lambda s: accounts.user_by_name(s, name))
 
     async def get_user(self, user_id: str) -> User | None:
-        async def work(session: AsyncSession) -> User | None:
-            row = await session.get(UserRow, user_id)
-            return accounts.to_user(row) if row is not None else None
-
-        return await self._db.read(work)
+        return await self._db.transact(
+            lambda run: accounts.user_with_id(run, user_id), write=False, what="reading a user"
+        )
 
     async def ensure_local_user(self) -> User:
         """The single user of `--auth none`, created on first use (concurrency-safe)."""
@@ -193,7 +199,9 @@ class Store:
         )
 
     async def user_for_session(self, secret: str) -> User | None:
-        user, expired = await self._db.read(lambda s: accounts.session_user(s, secret))
+        user, expired = await self._db.transact(
+            lambda run: accounts.session_user(run, secret), write=False, what="checking a session"
+        )
         if expired:
             await self.delete_session(secret)
         return user
@@ -216,7 +224,11 @@ class Store:
     async def user_for_api_token(self, token: str) -> User | None:
         """The user a live token acts for: None if it is unknown, revoked, or its user is
         disabled."""
-        return await self._db.read(lambda s: accounts.api_token_user(s, token))
+        return await self._db.transact(
+            lambda run: accounts.api_token_user(run, token),
+            write=False,
+            what="checking an API token",
+        )
 
     async def disable_user(self, name: str) -> tuple[User, bool]:
         """Disable a user (`UserNotFoundError` if none has that name): they can no longer
@@ -251,8 +263,9 @@ class Store:
 
     async def create_conversation(self, owner_id: str, title: str = "") -> Conversation:
         conversations.check_title(title)
-        return await self._db.write(
-            lambda s: conversations.insert_conversation(s, owner_id, title),
+        return await self._db.transact(
+            lambda run: turns.create(run, owner_id, title),
+            write=True,
             what="creating a conversation",
         )
 
@@ -345,7 +358,9 @@ class Store:
     async def list_messages(self, conversation_id: str) -> list[Message]:
         """The conversation's messages in the order they were added."""
 
-        return await self._db.read(lambda s: conversations.messages_of(s, conversation_id))
+        return await self._db.transact(
+            lambda run: turns.history(run, conversation_id), write=False, what="reading messages"
+        )
 
     # A chat turn: the steps the chat pipeline takes for every message, one transaction each.
 
@@ -353,8 +368,10 @@ class Store:
         self, conversation_id: str, owner_id: str
     ) -> tuple[Conversation, StoredVault] | None:
         """The owned conversation and its vault (as `load_vault` gives it), or None."""
-        return await self._db.read(
-            lambda s: turns.open_owned(s, self._key, conversation_id, owner_id)
+        return await self._db.transact(
+            lambda run: turns.open_owned(run, self._key, conversation_id, owner_id),
+            write=False,
+            what="opening a conversation",
         )
 
     async def begin_reply(
@@ -383,10 +400,11 @@ class Store:
         counts = conversations.check_counts(masked or {})
         typed = spellings_module.check(spellings or {})
         where = self._db.target.describe()
-        return await self._db.write(
-            lambda s: turns.begin(s, conversation_id, user_text, meta or {}, title=title,
-                                  owner_id=owner_id, masked=counts, typed=typed, key=self._key,
-                                  where=where),
+        return await self._db.transact(
+            lambda run: turns.begin(run, conversation_id, user_text, meta or {}, title=title,
+                                    owner_id=owner_id, masked=counts, typed=typed, key=self._key,
+                                    where=where),
+            write=True,
             what="adding a message",
         )  # fmt: skip
 
@@ -416,10 +434,11 @@ class Store:
             ("blocked", conversations.check_counts(blocked or {})),
             ("redacted", conversations.check_counts(redacted or {})),
         ]
-        await self._db.write(
-            lambda s: turns.finish(
-                s, conversation_id, message_id, values, audits, checkpointed=checkpointed
+        await self._db.transact(
+            lambda run: turns.finish(
+                run, conversation_id, message_id, values, audits, checkpointed=checkpointed
             ),
+            write=True,
             what="updating a message",
         )
 
@@ -462,13 +481,13 @@ class Store:
             return VaultUpdate(tokens=[], reserved=frozenset(), taken={})
         where = self._db.target.describe()
 
-        async def work(session: AsyncSession) -> VaultUpdate:
-            await key_check.verify(session, self._key, where, lock="share")
-            return await vault.assign(
-                session, self._key, conversation_id, prepared, ids, limit=self.max_vault_entries
+        def work(run: Runner) -> VaultUpdate:
+            key_check.verify_in(run, self._key, where, lock="share")
+            return vault.assign(
+                run, self._key, conversation_id, prepared, ids, limit=self.max_vault_entries
             )
 
-        return await self._db.write(work, what="assigning vault tokens")
+        return await self._db.transact(work, write=True, what="assigning vault tokens")
 
     async def load_vault(self, conversation_id: str) -> StoredVault:
         """One conversation's vault, decrypted: its entries (token, detector kind, value and

@@ -1,74 +1,83 @@
-"""Running prebuilt Core statements: through SQLAlchemy, or straight on the SQLite driver.
+"""Running prebuilt Core statements inside one transaction: straight on SQLite, or through
+SQLAlchemy.
 
-The chat pipeline's per-message steps (`turns.py`) run a few fixed statements per
-transaction, so how a statement reaches the database is most of their cost. SQLAlchemy's
-aiosqlite adapter spends four thread hops on each (open a cursor, execute, fetch, close);
-the driver's `execute_fetchall` spends one and keeps the cursor inside the driver's thread.
+The hot path's transactions (a turn, a vault update, a checkpoint round, a conversation's
+creation) are plain functions of a `Runner`: they run a few fixed statements and decide
+between them. `Database.transact` runs such a function whole, in one step: on SQLite in a
+thread of its own that owns a `sqlite3` connection (one thread hop per transaction, not four
+per statement as SQLAlchemy's aiosqlite adapter spends), elsewhere inside an async session
+through `run_sync` (SQLAlchemy's own execution, on asyncpg).
 
 The rules:
 - A statement means the same whichever way it runs: the SQL is what SQLAlchemy compiles for
   the engine's dialect, and every parameter and result value goes through its column type's
   own processors (UTC timestamps, JSON), so both ways store and read identical values.
-- The direct way runs on the session's own connection, inside the transaction the session
-  began (`BEGIN IMMEDIATE` for writes), so commit, rollback and retry stay the session's.
-  Its errors are the driver's sqlite3 errors, which name no parameter and which the store
-  translates and retries exactly as it does SQLAlchemy's.
-- DML that must report how many rows it changed runs with `RETURNING`, so the direct way is
-  used only where SQLite has it (3.35 and later); elsewhere SQLAlchemy runs the same statements.
+- A function given a `Runner` does no I/O of its own and awaits nothing: it may be run again
+  from the start after a conflict (`Database.transact` retries it), and it runs where the
+  connection lives.
+- Errors are the driver's (sqlite3's, SQLAlchemy's), which name no parameter and which the
+  store translates and retries exactly as it does its sessions'.
 """
 
 from __future__ import annotations
 
+import functools
+import sqlite3
 from collections import namedtuple
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeVar, cast
 
-import aiosqlite
-from sqlalchemy import Dialect, literal_column
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy import Dialect, Insert, Table, bindparam, insert
+from sqlalchemy.engine import Connection
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.dml import UpdateBase
 from sqlalchemy.sql.expression import ClauseElement, Executable, Select
 
 Params = Mapping[str, object]
+T = TypeVar("T")
 
 
 class Runner(Protocol):
-    async def rows(self, statement: Select[Any], params: Params) -> Sequence[Any]:
+    @property
+    def dialect(self) -> str:
+        """`sqlite` or `postgresql`."""
+        ...
+
+    def rows(self, statement: Select[Any], params: Params) -> Sequence[Any]:
         """The result rows, with their columns as attributes."""
         ...
 
-    async def count(self, statement: UpdateBase, params: Params) -> int:
+    def count(self, statement: UpdateBase, params: Params) -> int:
         """How many rows the statement changed."""
         ...
 
-    async def run(self, statement: Executable, params: Params) -> None: ...
+    def run(self, statement: Executable, params: Params) -> None: ...
 
 
-async def runner(session: AsyncSession) -> Runner:
-    """The cheapest way to run statements in the session's transaction (which this begins)."""
-    conn = await session.connection()
-    dialect = conn.dialect
-    if dialect.name == "sqlite" and dialect.update_returning:
-        raw = await conn.get_raw_connection()
-        return _Direct(cast(aiosqlite.Connection, raw.driver_connection), dialect)
-    return _Core(conn)
+# A transaction's body: statements and decisions, no I/O of its own.
+Work = Callable[[Runner], T]
 
 
-class _Core:
-    def __init__(self, conn: AsyncConnection) -> None:
+class CoreRunner:
+    """Statements through a (sync) SQLAlchemy connection: inside `AsyncConnection.run_sync`."""
+
+    def __init__(self, conn: Connection) -> None:
         self._conn = conn
 
-    async def rows(self, statement: Select[Any], params: Params) -> Sequence[Any]:
-        rows: Sequence[Any] = (await self._conn.execute(statement, params)).all()
+    @property
+    def dialect(self) -> str:
+        return self._conn.dialect.name
+
+    def rows(self, statement: Select[Any], params: Params) -> Sequence[Any]:
+        rows: Sequence[Any] = self._conn.execute(statement, params).all()
         return rows
 
-    async def count(self, statement: UpdateBase, params: Params) -> int:
-        return (await self._conn.execute(statement, params)).rowcount
+    def count(self, statement: UpdateBase, params: Params) -> int:
+        return self._conn.execute(statement, params).rowcount
 
-    async def run(self, statement: Executable, params: Params) -> None:
-        await self._conn.execute(statement, params)
+    def run(self, statement: Executable, params: Params) -> None:
+        self._conn.execute(statement, params)
 
 
 Processor = Callable[[Any], Any] | None
@@ -103,49 +112,63 @@ class _Compiled:
 _CACHE_ATTRIBUTE = "_holdback_compiled"
 
 
-def _compile(dialect: Dialect, statement: Executable, counting: bool) -> _Compiled:
-    cache: dict[tuple[Executable, bool], _Compiled] | None = getattr(
-        dialect, _CACHE_ATTRIBUTE, None
-    )
+def compiled(dialect: Dialect, statement: Executable) -> _Compiled:
+    cache: dict[Executable, _Compiled] | None = getattr(dialect, _CACHE_ATTRIBUTE, None)
     if cache is None:
         cache = {}
         setattr(dialect, _CACHE_ATTRIBUTE, cache)
-    found = cache.get((statement, counting))
+    found = cache.get(statement)
     if found is not None:
         return found
-    target = cast(ClauseElement, statement)
-    if counting:
-        target = cast(UpdateBase, statement).returning(literal_column("1"))
-    compiled = cast(SQLCompiler, target.compile(dialect=dialect))
-    names = tuple(compiled.positiontup or ())
+    made = cast(SQLCompiler, cast(ClauseElement, statement).compile(dialect=dialect))
+    names = tuple(made.positiontup or ())
     binds = tuple(
-        compiled.binds[name].type.dialect_impl(dialect).bind_processor(dialect) for name in names
+        made.binds[name].type.dialect_impl(dialect).bind_processor(dialect) for name in names
     )
     columns = list(statement.selected_columns) if isinstance(statement, Select) else []
     results = tuple(
         column.type.dialect_impl(dialect).result_processor(dialect, None) for column in columns
     )
     row = namedtuple("Row", [column.key for column in columns], rename=True)  # type: ignore[misc]
-    made = cache[(statement, counting)] = _Compiled(compiled.string, names, binds, results, row)
-    return made
+    entry = cache[statement] = _Compiled(made.string, names, binds, results, row)
+    return entry
 
 
-class _Direct:
-    def __init__(self, driver: aiosqlite.Connection, dialect: Dialect) -> None:
-        self._driver = driver
+class SqliteRunner:
+    """Statements straight on a `sqlite3` connection, compiled by SQLAlchemy's dialect."""
+
+    def __init__(self, conn: sqlite3.Connection, dialect: Dialect) -> None:
+        self._conn = conn
         self._dialect = dialect
 
-    async def rows(self, statement: Select[Any], params: Params) -> Sequence[Any]:
-        compiled = _compile(self._dialect, statement, False)
-        found = await self._driver.execute_fetchall(compiled.sql, compiled.parameters(params))
-        return [compiled.convert(raw) for raw in found]
+    @property
+    def dialect(self) -> str:
+        return "sqlite"
 
-    async def count(self, statement: UpdateBase, params: Params) -> int:
-        compiled = _compile(self._dialect, statement, True)
-        return len(
-            list(await self._driver.execute_fetchall(compiled.sql, compiled.parameters(params)))
-        )
+    def rows(self, statement: Select[Any], params: Params) -> Sequence[Any]:
+        made = compiled(self._dialect, statement)
+        found = self._conn.execute(made.sql, made.parameters(params)).fetchall()
+        return [made.convert(raw) for raw in found]
 
-    async def run(self, statement: Executable, params: Params) -> None:
-        compiled = _compile(self._dialect, statement, False)
-        await self._driver.execute_fetchall(compiled.sql, compiled.parameters(params))
+    def count(self, statement: UpdateBase, params: Params) -> int:
+        made = compiled(self._dialect, statement)
+        return self._conn.execute(made.sql, made.parameters(params)).rowcount
+
+    def run(self, statement: Executable, params: Params) -> None:
+        made = compiled(self._dialect, statement)
+        self._conn.execute(made.sql, made.parameters(params))
+
+
+@functools.cache
+def insert_rows(table: Table, rows: int) -> Insert:
+    """A multi-row INSERT of every column but a generated key; parameters `<column>_<row>`
+    (fill them with `numbered`). One shape per table and row count, compiled once."""
+    columns = [c for c in table.c if not (c.primary_key and c.autoincrement is True)]
+    return insert(table).values(
+        [{c.key: bindparam(f"{c.key}_{i}", type_=c.type) for c in columns} for i in range(rows)]
+    )
+
+
+def numbered(rows: Sequence[Mapping[str, object]]) -> dict[str, object]:
+    """The parameters of `insert_rows` for these rows."""
+    return {f"{name}_{i}": value for i, row in enumerate(rows) for name, value in row.items()}

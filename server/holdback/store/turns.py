@@ -30,25 +30,30 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import cast
 
-from sqlalchemy import Insert, Table, Update, bindparam, delete, insert, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import Table, Update, bindparam, delete, select, update
 
 from holdback.store import checkpoints, conversations, key_check, spellings
 from holdback.store.accounts import new_id
 from holdback.store.crypto import VaultKey
-from holdback.store.errors import ConversationNotFoundError, MessageNotFoundError
+from holdback.store.errors import (
+    ConversationNotFoundError,
+    MessageNotFoundError,
+    UserNotFoundError,
+)
 from holdback.store.records import Conversation, Message, Spellings, StoredVault, Turn
-from holdback.store.runner import Runner, runner
+from holdback.store.runner import Runner, insert_rows, numbered
 from holdback.store.schema import (
     AuditEventRow,
     ConversationRow,
     MessageRow,
     MessageSpellingRow,
     ReplyCheckpointRow,
+    UserRow,
     VaultEntryRow,
 )
 from holdback.store.vault import stored_vault
 
+_users = cast(Table, UserRow.__table__)
 _conversations = cast(Table, ConversationRow.__table__)
 _messages = cast(Table, MessageRow.__table__)
 _vault = cast(Table, VaultEntryRow.__table__)
@@ -83,21 +88,11 @@ _HISTORY = (
 )
 
 
-def _insert(table: Table, rows: int) -> Insert:
-    """A multi-row INSERT of every column but a generated key, parameters `<column>_<row>`."""
-    columns = [c for c in table.c if not (c.primary_key and c.autoincrement is True)]
-    return insert(table).values(
-        [{c.key: bindparam(f"{c.key}_{i}", type_=c.type) for c in columns} for i in range(rows)]
-    )
-
-
-def _numbered(rows: Sequence[Mapping[str, object]]) -> dict[str, object]:
-    return {f"{key}_{i}": value for i, row in enumerate(rows) for key, value in row.items()}
-
-
-_INSERT_TURN = _insert(_messages, 2)  # the user's message and the reply's placeholder
-_INSERT_AUDIT = {rows: _insert(_audit, rows) for rows in (1, 2)}
-_INSERT_SPELLINGS = _insert(_spellings, 1)
+_INSERT_TURN = insert_rows(_messages, 2)  # the user's message and the reply's placeholder
+_INSERT_CONVERSATION = insert_rows(_conversations, 1)
+_USER_EXISTS = select(_users.c.id).where(_users.c.id == bindparam("owner_id"))
+_INSERT_AUDIT = {rows: insert_rows(_audit, rows) for rows in (1, 2)}
+_INSERT_SPELLINGS = insert_rows(_spellings, 1)
 
 
 def _touch(title: bool, owner: bool) -> Update:
@@ -147,7 +142,7 @@ def _values(message: Message) -> dict[str, object]:
     }
 
 
-async def _lock_and_touch(
+def _lock_and_touch(
     run: Runner,
     conversation_id: str,
     now: datetime,
@@ -160,7 +155,7 @@ async def _lock_and_touch(
         params["b_title"] = title
     if owner_id is not None:
         params["b_owner"] = owner_id
-    if await run.count(_TOUCH[title is not None, owner_id is not None], params) != 1:
+    if run.count(_TOUCH[title is not None, owner_id is not None], params) != 1:
         raise ConversationNotFoundError(f"conversation {conversation_id} does not exist")
 
 
@@ -183,12 +178,37 @@ def _audit_rows(
     ]
 
 
-async def open_owned(
-    session: AsyncSession, key: VaultKey, conversation_id: str, owner_id: str
+def create(run: Runner, owner_id: str, title: str) -> Conversation:
+    """A new conversation of `owner_id` (checked by the caller: the title)."""
+    if not run.rows(_USER_EXISTS, {"owner_id": owner_id}):
+        raise UserNotFoundError(f"user {owner_id} does not exist")
+    now = datetime.now(UTC)
+    conversation = Conversation(
+        id=new_id(), owner_id=owner_id, title=title, created_at=now, updated_at=now
+    )
+    row = {
+        "id": conversation.id,
+        "owner_id": owner_id,
+        "title": title,
+        "created_at": now,
+        "updated_at": now,
+    }
+    run.run(_INSERT_CONVERSATION, numbered([row]))
+    return conversation
+
+
+def history(run: Runner, conversation_id: str) -> list[Message]:
+    """The conversation's messages, a reply cut off mid-stream as far as it was saved."""
+    found = run.rows(_HISTORY, {"conversation_id": conversation_id})
+    messages = [conversations.to_message(row) for row in found]
+    return checkpoints.apply(run, conversation_id, messages)
+
+
+def open_owned(
+    run: Runner, key: VaultKey, conversation_id: str, owner_id: str
 ) -> tuple[Conversation, StoredVault] | None:
     """The owned conversation and its decrypted vault (token -> value, reserved ids), or None."""
-    run = await runner(session)
-    rows = await run.rows(_OPEN, {"conversation_id": conversation_id, "owner_id": owner_id})
+    rows = run.rows(_OPEN, {"conversation_id": conversation_id, "owner_id": owner_id})
     if not rows:
         return None
     first = rows[0]
@@ -203,8 +223,8 @@ async def open_owned(
     return conversation, vault
 
 
-async def begin(
-    session: AsyncSession,
+def begin(
+    run: Runner,
     conversation_id: str,
     text: str,
     meta: Mapping[str, object],
@@ -219,24 +239,21 @@ async def begin(
     """Add the user message (with title, "masked" audit and its own spellings `typed`, if
     any, sealed with `key`) and the reply's placeholder."""
     if typed:
-        await key_check.verify(session, key, where, lock="share")
-    run = await runner(session)
+        key_check.verify_in(run, key, where, lock="share")
     now = datetime.now(UTC)
-    await _lock_and_touch(run, conversation_id, now, title=title, owner_id=owner_id)
-    found = await run.rows(_HISTORY, {"conversation_id": conversation_id})
-    history = [conversations.to_message(row) for row in found]
-    history = await checkpoints.apply(run, conversation_id, history)
-    seq = history[-1].seq + 1 if history else 1
+    _lock_and_touch(run, conversation_id, now, title=title, owner_id=owner_id)
+    messages = history(run, conversation_id)
+    seq = messages[-1].seq + 1 if messages else 1
     # Meta as it reads back from the JSON column, so `user` equals what `list_messages` gives.
     stored_meta = json.loads(json.dumps(dict(meta)))
     user = Message(new_id(), conversation_id, seq, "user", text, {}, "complete", None,
                    stored_meta, now, now)  # fmt: skip
     assistant = Message(new_id(), conversation_id, seq + 1, "assistant", "", {}, "incomplete",
                         None, {}, now, now)  # fmt: skip
-    await run.run(_INSERT_TURN, _numbered([_values(user), _values(assistant)]))
+    run.run(_INSERT_TURN, numbered([_values(user), _values(assistant)]))
     if masked:
         audit = _audit_rows(conversation_id, user.id, [("masked", masked)], now)
-        await run.run(_INSERT_AUDIT[1], _numbered(audit))
+        run.run(_INSERT_AUDIT[1], numbered(audit))
     if typed:
         row = {
             "message_id": user.id,
@@ -244,13 +261,13 @@ async def begin(
             "spellings_ciphertext": spellings.seal(key, conversation_id, user.id, typed),
             "created_at": now,
         }
-        await run.run(_INSERT_SPELLINGS, _numbered([row]))
-    history.append(user)
-    return Turn(user=user, assistant=assistant, history=history)
+        run.run(_INSERT_SPELLINGS, numbered([row]))
+    messages.append(user)
+    return Turn(user=user, assistant=assistant, history=messages)
 
 
-async def finish(
-    session: AsyncSession,
+def finish(
+    run: Runner,
     conversation_id: str,
     message_id: str,
     values: Mapping[str, object],
@@ -260,15 +277,14 @@ async def finish(
 ) -> None:
     """Store the reply's final text, parts, status and finish reason, and its audit events;
     the checkpoints saved while it streamed go (if it may have any: `checkpointed`)."""
-    run = await runner(session)
     now = datetime.now(UTC)
-    await _lock_and_touch(run, conversation_id, now)
+    _lock_and_touch(run, conversation_id, now)
     params = {f"b_{name}": value for name, value in values.items()}
     params.update(b_id=message_id, b_conversation=conversation_id, b_updated_at=now)
-    if await run.count(_FINISH["finish_reason" in values], params) != 1:
+    if run.count(_FINISH["finish_reason" in values], params) != 1:
         raise MessageNotFoundError(f"message {message_id} is not in conversation {conversation_id}")
     if checkpointed:
-        await run.run(_FORGET_CHECKPOINTS, {"b_id": message_id})
+        run.run(_FORGET_CHECKPOINTS, {"b_id": message_id})
     rows = _audit_rows(conversation_id, message_id, audits, now)
     if rows:
-        await run.run(_INSERT_AUDIT[len(rows)], _numbered(rows))
+        run.run(_INSERT_AUDIT[len(rows)], numbered(rows))

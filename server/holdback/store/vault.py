@@ -29,13 +29,14 @@ The rules:
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import select
+from sqlalchemy import Select, Table, bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from holdback.errors import InvalidTokenError
@@ -47,6 +48,7 @@ from holdback.store.errors import (
     VaultFullError,
 )
 from holdback.store.records import StoredVault, VaultItem, VaultUpdate
+from holdback.store.runner import Runner, insert_rows, numbered
 from holdback.store.schema import ConversationRow, VaultEntryRow
 from holdback.tokens import ID_RE, kind_label, make_token, parse_id
 from holdback.vault import VaultEntry
@@ -127,6 +129,29 @@ def _storable(ident: str) -> bool:
     return len(ident) + 2 <= MAX_TOKEN_CHARS and parse_id(ident)[1] <= MAX_NUMBER
 
 
+_table = cast(Table, VaultEntryRow.__table__)
+# Rows per INSERT: SQLite allows 32,766 parameters per statement, 8 columns a row.
+_INSERT_BATCH = 500
+_LOCK = (
+    select(ConversationRow.id)
+    .where(ConversationRow.id == bindparam("conversation_id"))
+    .with_for_update(key_share=True)
+)
+_HELD = select(_table.c.token, _table.c.kind, _table.c.number, _table.c.value_hash).where(
+    _table.c.conversation_id == bindparam("conversation_id")
+)
+_ENTRY_COLUMNS = (_table.c.token, _table.c.kind, _table.c.detector_kind, _table.c.value_ciphertext)
+
+
+@functools.cache
+def _entries_query(size: int) -> Select[Any]:
+    """The entries of `size` tokens (`t_0`...); sizes are powers of two, so few shapes."""
+    return select(*_ENTRY_COLUMNS).where(
+        _table.c.conversation_id == bindparam("conversation_id"),
+        _table.c.token.in_([bindparam(f"t_{i}") for i in range(size)]),
+    )
+
+
 async def lock_conversation(session: AsyncSession, conversation_id: str) -> None:
     """Take the conversation's row lock (SQLite already holds the database write lock).
 
@@ -142,8 +167,8 @@ async def lock_conversation(session: AsyncSession, conversation_id: str) -> None
         raise ConversationNotFoundError(f"conversation {conversation_id} does not exist")
 
 
-async def assign(
-    session: AsyncSession,
+def assign(
+    run: Runner,
     key: VaultKey,
     conversation_id: str,
     items: Sequence[_Prepared],
@@ -153,17 +178,9 @@ async def assign(
 ) -> VaultUpdate:
     """Reserve `reserve`, then tokens for `items`, adding entries for values not held yet;
     `VaultFullError` if the vault would then hold more than `limit` rows."""
-    await lock_conversation(session, conversation_id)
-    rows = (
-        await session.execute(
-            select(
-                VaultEntryRow.token,
-                VaultEntryRow.kind,
-                VaultEntryRow.number,
-                VaultEntryRow.value_hash,
-            ).where(VaultEntryRow.conversation_id == conversation_id)
-        )
-    ).all()
+    if not run.rows(_LOCK, {"conversation_id": conversation_id}):
+        raise ConversationNotFoundError(f"conversation {conversation_id} does not exist")
+    rows = run.rows(_HELD, {"conversation_id": conversation_id})
     known: dict[tuple[str, bytes], str] = {}
     highest: dict[str, int] = {}
     reserved: set[str] = set()  # tokens `<KIND_N>` of the reserved ids
@@ -175,7 +192,7 @@ async def assign(
         highest[kind] = max(highest.get(kind, 0), number)
     tokens_held = set(known.values())
     now = datetime.now(UTC)
-    added = 0  # rows this update adds
+    new_rows: list[dict[str, object]] = []
     taken: list[str] = []
     for ident in reserve:
         held = f"<{ident}>"
@@ -184,19 +201,11 @@ async def assign(
         elif held not in reserved:
             reserved.add(held)
             if _storable(ident):
-                added += 1
-                session.add(
-                    VaultEntryRow(
-                        conversation_id=conversation_id,
-                        token=held,
-                        kind=RESERVED,
-                        detector_kind=RESERVED,
-                        number=parse_id(ident)[1],
-                        value_hash=key.value_hash(RESERVED, ident),
-                        value_ciphertext=seal_entry(key, conversation_id, ident, ident),
-                        created_at=now,
-                    )
-                )
+                new_rows.append(
+                    _row(conversation_id, held, RESERVED, RESERVED, parse_id(ident)[1],
+                         key.value_hash(RESERVED, ident),
+                         seal_entry(key, conversation_id, ident, ident), now)
+                )  # fmt: skip
     tokens: list[str] = []
     entries: dict[str, VaultEntry] = {}
     stored_before: list[str] = []  # tokens of items another writer stored first: read them
@@ -214,31 +223,25 @@ async def assign(
             highest[item.kind] = number
             token = make_token(item.kind, number)
             known[slot] = token
-            added += 1
-            session.add(
-                VaultEntryRow(
-                    conversation_id=conversation_id,
-                    token=token,
-                    kind=item.kind,
-                    detector_kind=item.detector_kind,
-                    number=number,
-                    value_hash=item.value_hash,
-                    value_ciphertext=seal_entry(key, conversation_id, item.value, item.normalized),
-                    created_at=now,
-                )
-            )
+            new_rows.append(
+                _row(conversation_id, token, item.kind, item.detector_kind, number,
+                     item.value_hash,
+                     seal_entry(key, conversation_id, item.value, item.normalized), now)
+            )  # fmt: skip
             entries[token] = VaultEntry(token, item.detector_kind, item.value, item.normalized)
         tokens.append(token)
-    if added and len(rows) + added > limit:
+    if new_rows and len(rows) + len(new_rows) > limit:
         raise VaultFullError(
-            f"conversation {conversation_id} cannot take {added} more vault entries: it "
-            f"holds {len(rows)} and the limit is {limit}; nothing was added"
+            f"conversation {conversation_id} cannot take {len(new_rows)} more vault entries: "
+            f"it holds {len(rows)} and the limit is {limit}; nothing was added"
         )
-    await session.flush()
+    for start in range(0, len(new_rows), _INSERT_BATCH):
+        batch = new_rows[start : start + _INSERT_BATCH]
+        run.run(insert_rows(_table, len(batch)), numbered(batch))
     taken = [token for token in taken if token not in tokens]
     read = [*dict.fromkeys(stored_before), *taken]
     if read:
-        entries.update(await _entries_of(session, key, conversation_id, read))
+        entries.update(_entries_of(run, key, conversation_id, read))
     return VaultUpdate(
         tokens=tokens,
         reserved=frozenset(ident for ident in reserve if f"<{ident}>" in reserved),
@@ -247,23 +250,41 @@ async def assign(
     )
 
 
-async def _entries_of(
-    session: AsyncSession, key: VaultKey, conversation_id: str, tokens: Sequence[str]
+def _row(
+    conversation_id: str,
+    token: str,
+    kind: str,
+    detector_kind: str,
+    number: int,
+    value_hash: bytes,
+    ciphertext: bytes,
+    now: datetime,
+) -> dict[str, object]:
+    return {
+        "conversation_id": conversation_id,
+        "token": token,
+        "kind": kind,
+        "detector_kind": detector_kind,
+        "number": number,
+        "value_hash": value_hash,
+        "value_ciphertext": ciphertext,
+        "created_at": now,
+    }
+
+
+def _entries_of(
+    run: Runner, key: VaultKey, conversation_id: str, tokens: Sequence[str]
 ) -> dict[str, VaultEntry]:
-    rows = (
-        await session.execute(
-            select(
-                VaultEntryRow.token,
-                VaultEntryRow.kind,
-                VaultEntryRow.detector_kind,
-                VaultEntryRow.value_ciphertext,
-            ).where(
-                VaultEntryRow.conversation_id == conversation_id,
-                VaultEntryRow.token.in_(tokens),
-            )
-        )
-    ).all()
-    return {row.token: _entry(key, conversation_id, row) for row in rows}
+    found: dict[str, VaultEntry] = {}
+    for start in range(0, len(tokens), _INSERT_BATCH):
+        batch = list(tokens[start : start + _INSERT_BATCH])
+        size = 1 << (len(batch) - 1).bit_length()
+        params: dict[str, object] = {"conversation_id": conversation_id}
+        # Padded with the last token: a repeat in IN changes nothing.
+        params.update({f"t_{i}": batch[min(i, len(batch) - 1)] for i in range(size)})
+        for row in run.rows(_entries_query(size), params):
+            found[row.token] = _entry(key, conversation_id, row)
+    return found
 
 
 def _entry(key: VaultKey, conversation_id: str, row: Any) -> VaultEntry:

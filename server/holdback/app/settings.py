@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 from holdback.detect.validators import phone_region_known
 from holdback.errors import ConfigurationError
-from holdback.store.engine import SYNCHRONOUS
 from holdback.providers.limits import UpstreamLimits
+from holdback.store.engine import SYNCHRONOUS
 from holdback.stream.guard import DEFAULT_WINDOW, GuardMode
 
 AuthMode = Literal["none", "password"]

@@ -27,6 +27,8 @@ when the caller scans a final window itself (`forget()`). Positions kept are str
 
 from __future__ import annotations
 
+import weakref
+
 import regex
 
 from holdback.detect import traits
@@ -37,6 +39,49 @@ from holdback.detect.normalize import fold_case, normalize_in_place
 from holdback.detect.regex_detector import RegexDetector
 
 _SIGMA = "\u03a3"  # folds by its context (final sigma), so folded text is not per character
+
+
+class _Plan:
+    """What a scanner knows of its detectors that no stream changes: built once per set."""
+
+    def __init__(self, detectors: DetectorSet) -> None:
+        self.parts = list(detectors.detectors)
+        self.tables = traits.for_detectors(self.parts)
+        self.patterns: dict[int, RegexDetector] = {}
+        self.terms: dict[int, TermMatcher] = {}
+        self.others: list[int] = []
+        self.short = [d.short if isinstance(d, RegexDetector) else 0 for d in self.parts]
+        self.word_runs = [
+            regex.compile(f"(?:{d.word})*+") if isinstance(d, RegexDetector) and d.word else None
+            for d in self.parts
+        ]
+        self.pattern_bits = self.word_bits = self.needs_bits = self.term_bits = 0
+        self.behind_bits = self.always = 0
+        for j, d in enumerate(self.parts):
+            bit = 1 << j
+            if isinstance(d, RegexDetector):
+                self.patterns[j] = d
+                self.pattern_bits |= bit
+                self.word_bits |= bit if d.word else 0
+                self.needs_bits |= bit if d.needs is not None else 0
+                self.behind_bits |= bit if d.lookback else 0
+                self.always |= bit if d.needs is None else 0
+            elif isinstance(d, TermMatcher) and traits.is_terms(d):
+                self.terms[j] = d
+                self.term_bits |= bit
+            else:
+                self.others.append(j)
+
+
+# A set's plan lives as long as the set (a deployment's sets live as long as the process).
+_PLANS: weakref.WeakKeyDictionary[DetectorSet, _Plan] = weakref.WeakKeyDictionary()
+
+
+def _plan(detectors: DetectorSet) -> _Plan:
+    plan = _PLANS.get(detectors)
+    if plan is None:
+        plan = _PLANS[detectors] = _Plan(detectors)
+    return plan
 
 
 class StreamScanner:
@@ -50,32 +95,17 @@ class StreamScanner:
 
     def __init__(self, detectors: DetectorSet) -> None:
         self.detectors = detectors
-        self._parts = list(detectors.detectors)
-        self._tables = traits.for_detectors(self._parts)
-        self._patterns: dict[int, RegexDetector] = {}
-        self._terms: dict[int, TermMatcher] = {}
-        self._others: list[int] = []
-        self._short = [d.short if isinstance(d, RegexDetector) else 0 for d in self._parts]
-        self._word_runs = [
-            regex.compile(f"(?:{d.word})*+") if isinstance(d, RegexDetector) and d.word else None
-            for d in self._parts
-        ]
-        self._pattern_bits = self._word_bits = self._needs_bits = self._term_bits = 0
-        self._behind_bits = self._always = 0
-        for j, d in enumerate(self._parts):
-            bit = 1 << j
-            if isinstance(d, RegexDetector):
-                self._patterns[j] = d
-                self._pattern_bits |= bit
-                self._word_bits |= bit if d.word else 0
-                self._needs_bits |= bit if d.needs is not None else 0
-                self._behind_bits |= bit if d.lookback else 0
-                self._always |= bit if d.needs is None else 0
-            elif isinstance(d, TermMatcher) and traits.is_terms(d):
-                self._terms[j] = d
-                self._term_bits |= bit
-            else:
-                self._others.append(j)
+        plan = _plan(detectors)
+        self._parts = plan.parts
+        self._tables = plan.tables
+        self._patterns = plan.patterns
+        self._terms = plan.terms
+        self._others = plan.others
+        self._short = plan.short
+        self._word_runs = plan.word_runs
+        self._pattern_bits, self._word_bits = plan.pattern_bits, plan.word_bits
+        self._needs_bits, self._term_bits = plan.needs_bits, plan.term_bits
+        self._behind_bits, self._always = plan.behind_bits, plan.always
         self.forget()
 
     def forget(self) -> None:

@@ -67,6 +67,7 @@ class SqliteLanes:
         self._syncing: asyncio.Future[None] | None = None
         self._closed = False
         self.syncs = 0  # WAL syncs done (for tests and benchmarks)
+        self._synced_event: asyncio.Event | None = None
 
     async def run(self, work: Work[T], *, write: bool) -> T:
         loop = asyncio.get_running_loop()
@@ -97,6 +98,21 @@ class SqliteLanes:
             log.warning("could not sync the SQLite WAL to disk: %s", describe(exc))
         else:
             self.syncs += 1
+        if self._synced_event is not None:
+            self._synced_event.set()
+
+    @property
+    def sync_due(self) -> bool:
+        """A commit waits for its sync (one is scheduled or running)."""
+        return self._sync_timer is not None or (
+            self._syncing is not None and not self._syncing.done()
+        )
+
+    async def until_syncs(self, syncs: int) -> None:
+        """Return once `syncs` syncs were done (tried, failed or not)."""
+        while self.syncs < syncs:
+            self._synced_event = event = asyncio.Event()
+            await event.wait()
 
     def _sync(self) -> None:
         self._connection().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()

@@ -34,6 +34,7 @@ from __future__ import annotations
 import html
 import re
 import urllib.parse
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
@@ -87,6 +88,36 @@ _KEY_LINE_MAX = 100  # a marker line is shorter than this
 _RAW_LIMIT = 8192  # raw text held, markers included, before the front is redacted anyway
 
 _State = Literal["screening", "key_block", "closed", "blocked", "failed"]
+
+
+# The screening set of a deployment's detectors and forbidden terms: built once, shared by
+# every reply's guard (its scan tables with it, `StreamScanner`).
+_SCREENING: weakref.WeakKeyDictionary[DetectorSet, dict[int, tuple[object, DetectorSet]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def screening_set(detectors: DetectorSet, forbidden: TermMatcher | None) -> DetectorSet:
+    """The detectors, the token spellings of their kinds, cut-off tokens and forbidden terms."""
+    by_terms = _SCREENING.get(detectors)
+    if by_terms is None:
+        by_terms = _SCREENING[detectors] = {}
+    found = by_terms.get(id(forbidden))
+    if found is not None and found[0] is forbidden:
+        return found[1]
+    parts = list(detectors.detectors)
+    parts.append(token_detector([*detectors.kinds, "literal"]))
+    parts.append(token_fragment_detector())
+    if forbidden is not None and len(forbidden):
+        parts.append(forbidden)
+    made = detectors.with_detectors(parts)
+    if len(by_terms) >= _SCREENING_SETS:
+        by_terms.pop(next(iter(by_terms)))
+    by_terms[id(forbidden)] = (forbidden, made)
+    return made
+
+
+_SCREENING_SETS = 8  # per detector set: term lists replaced at run time leave old ones behind
 
 
 class GuardConfigError(ConfigurationError, ValueError):
@@ -161,12 +192,7 @@ class Guard:
             detectors = default_detectors()
         if forbidden is not None and not isinstance(forbidden, TermMatcher):
             forbidden = forbidden_matcher(forbidden)
-        parts = list(detectors.detectors)
-        parts.append(token_detector([*detectors.kinds, "literal"]))
-        parts.append(token_fragment_detector())
-        if forbidden is not None and len(forbidden):
-            parts.append(forbidden)
-        self._detectors = detectors.with_detectors(parts)
+        self._detectors = screening_set(detectors, forbidden)
         self._scanner = StreamScanner(self._detectors)
         self._tokens: dict[tuple[str, str], str] = {(k, n): "" for k, n in allowed}
         if isinstance(vault, Vault):

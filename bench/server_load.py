@@ -18,6 +18,7 @@ bench/results/server_load*.md/.json.
     .venv/bin/python bench/server_load.py --workload burst --burst-ns 100,300
     .venv/bin/python bench/server_load.py --soak --minutes 10
     .venv/bin/python bench/server_load.py --profile holdback:200
+    .venv/bin/python bench/server_load.py --base c565ad0   # and holdback as of c565ad0
     .venv/bin/python bench/server_load.py --profile holdback:100:burst
 """
 
@@ -74,6 +75,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-n", type=int, default=1600)
     p.add_argument("--window", type=float, default=20.0, help="measured seconds per N")
     p.add_argument("--servers", default="relay-aiohttp,relay,holdback")
+    p.add_argument(
+        "--base",
+        default=None,
+        metavar="REV",
+        help="also measure holdback as of REV (a git worktree), beside this checkout's",
+    )
     p.add_argument("--workload", choices=("turns", "burst", "both"), default="both")
     p.add_argument("--burst-ns", type=_ns, default=(100,), help="Ns of the burst workload")
     p.add_argument("--burst-rounds", type=_rounds, default=5, help="burst rounds per N")
@@ -123,6 +130,8 @@ def _revision() -> str:
 
 def _kinds(args: argparse.Namespace) -> list[str]:
     kinds = [k.strip() for k in args.servers.split(",") if k.strip()]
+    if args.base:
+        kinds.append(driver.BASE_PREFIX + args.base)
     missing = [k for k in kinds if k in driver.HOLDBACKS]
     if missing and not driver.holdback_available():
         print(f"holdback serve is not available in this checkout: not measuring {missing}")
@@ -201,6 +210,27 @@ def render(header: str, data: Any) -> str:
     return "\n\n".join(parts)
 
 
+def _worktree(rev: str, work: Path) -> Path:
+    """A detached worktree of `rev` in the run's work directory (removed with `_unworktree`)."""
+    tree = work / f"base-{rev}"
+    subprocess.run(
+        ["git", "-C", str(BENCH), "worktree", "add", "--detach", "--force", str(tree), rev],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    return tree
+
+
+def _unworktree(tree: Path) -> None:
+    subprocess.run(
+        ["git", "-C", str(BENCH), "worktree", "remove", "--force", str(tree)],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+
+
 def bench(args: argparse.Namespace, settings: driver.Settings) -> tuple[str, dict[str, Any]]:
     kinds = _kinds(args)
     data: dict[str, Any] = {"turns": [], "burst": []}
@@ -269,7 +299,10 @@ def main(argv: list[str] | None = None) -> int:
         burst_rounds=args.burst_rounds,
         work=work,
     )
+    tree = None
     try:
+        if args.base:
+            tree = settings.bases[args.base] = _worktree(args.base, work)
         if args.soak:
             data: Any = soak.run(settings, args.minutes, args.soak_n, args.seed, args.soak_server)
             text = report.soak_report(data, _header("Soak", sys.argv[1:]))
@@ -281,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
             text, data = bench(args, settings)
             name = "server_load"
     finally:
+        if tree is not None:
+            _unworktree(tree)
         if args.keep:
             print(f"work directory kept: {work}")
         else:

@@ -29,6 +29,16 @@ VENV_BIN = Path(sys.executable).parent
 # holdback as committed, and holdback with the profile-driven fix applied from outside
 # (`patched.py`); both restore, guard and store.
 HOLDBACKS = ("holdback", "holdback-fixed")
+# `holdback@REV`: holdback as of an earlier revision, from a worktree (`Settings.bases`), for
+# before/after figures from one run.
+BASE_PREFIX = "holdback@"
+
+
+def restores(kind: str) -> bool:
+    """The server restores tokens (a holdback of any revision)."""
+    return kind in HOLDBACKS or kind.startswith(BASE_PREFIX)
+
+
 # The bare relays, each on one HTTP client (`relay.py`); `relay-aiohttp` is the strongest.
 RELAYS = {"relay": "httpx", "relay-aiohttp": "aiohttp"}
 
@@ -45,6 +55,7 @@ class Settings:
     deflate: bool = False
     burst_chars: int = 85  # about 30 chunks of 1-6 characters
     burst_rounds: int = 5
+    bases: dict[str, Path] = field(default_factory=dict)  # revision -> its worktree
     work: Path = field(default_factory=lambda: Path("/tmp/holdback-bench"))
 
     @property
@@ -88,17 +99,22 @@ def start_server(
         argv = [sys.executable, "-m", "server.relay", "--port", str(port)]
         argv += ["--upstream", f"{upstream.base}/v1", "--client", RELAYS[kind]]
         child = procs.Child(f"relay-{tag}", argv, settings.work)
-    elif kind in HOLDBACKS:
+    elif restores(kind):
         data_dir = settings.work / f"data-{tag}"
         shutil.rmtree(data_dir, ignore_errors=True)
         data_dir.mkdir(mode=0o700, parents=True)  # holdback refuses a directory others can read
         exe = [str(VENV_BIN / "holdback")]
+        python_path = str(procs.BENCH_DIR)
         if kind == "holdback-fixed":
             exe = [sys.executable, "-m", "server.patched"]
+        elif kind.startswith(BASE_PREFIX):
+            tree = settings.bases[kind.removeprefix(BASE_PREFIX)]
+            exe = [sys.executable, "-c", "from holdback.cli import main; raise SystemExit(main())"]
+            python_path = f"{tree / 'server'}:{python_path}"
         argv = [*exe, "serve", "--host", "127.0.0.1", "--port", str(port)]
         argv += ["--model", "openai:bench-model", "--data-dir", str(data_dir), "--auth", "none"]
         env = {
-            "PYTHONPATH": str(procs.BENCH_DIR),
+            "PYTHONPATH": python_path,
             "OPENAI_BASE_URL": f"{upstream.base}/v1",
             "OPENAI_API_KEY": "x",
             "HOLDBACK_DATA_DIR": str(data_dir),
@@ -233,7 +249,7 @@ def measure(
     gen = json.loads(out.read_text())
     out.unlink()
     window = (window_start, window_end)
-    fig = analysis.analyse(log["streams"], gen["rounds"], window, restores=kind in HOLDBACKS)
+    fig = analysis.analyse(log["streams"], gen["rounds"], window, restores=restores(kind))
     chunks = sum(
         1 for s in log["streams"] for t in s.get("sent_ns", ()) if window_start <= t < window_end
     )
@@ -311,7 +327,7 @@ def measure_burst(
         server.stop(grace=10.0)
     records = orjson.loads(out.read_bytes())["records"]
     out.unlink()
-    figures = analysis.burst_figures(records, log["streams"], restores=kind in HOLDBACKS)
+    figures = analysis.burst_figures(records, log["streams"], restores=restores(kind))
     cpu = cpu1 - cpu0
     result: dict[str, Any] = {
         "server": kind,

@@ -360,3 +360,40 @@ async def test_concurrent_turns_keep_seq_unique_and_ordered(store: Store) -> Non
     assert [m.text for m in messages if m.text.startswith("old-")] == [f"old-{i}" for i in range(6)]
     audit = await store.list_audit(chat.id)
     assert Counter(e.action for e in audit) == {"masked": 24, "redacted": 24}
+
+
+async def test_a_new_conversation_is_created_by_its_first_write(store: Store) -> None:
+    user = await store.ensure_local_user()
+    # By the vault update: the conversation, untitled, and its tokens, in one transaction.
+    first = store.new_conversation_id()
+    update = await store.update_vault(
+        first, [VaultItem("email", CANARY, CANARY)], create_for=user.id
+    )
+    assert update.tokens == ["<EMAIL_1>"]
+    turn = await store.begin_reply(first, "mail <EMAIL_1>", title="mail", owner_id=user.id)
+    assert await state(store, user.id, first) == (
+        "mail",
+        [(1, "user", "mail <EMAIL_1>", {}, "complete", None, {}),
+         (2, "assistant", "", {}, "incomplete", None, {})],
+        [],
+    )  # fmt: skip
+    assert turn.history[-1].text == "mail <EMAIL_1>"
+    # By the turn itself, when the message has no values.
+    second = store.new_conversation_id()
+    await store.begin_reply(second, "hello", title="hello", owner_id=user.id, create_for=user.id)
+    assert (await state(store, user.id, second))[0] == "hello"
+    listed = {c.id for c in await store.list_conversations(user.id)}
+    assert {first, second} <= listed
+
+
+async def test_a_failed_first_write_leaves_no_conversation(store: Store) -> None:
+    user = await store.ensure_local_user()
+    await fail_audit_inserts(store)
+    chat = store.new_conversation_id()
+    with pytest.raises(StoreError) as raised:
+        await store.begin_reply(
+            chat, f"mail {CANARY}", owner_id=user.id, masked={"email": 1}, create_for=user.id
+        )
+    assert_names_no_value(raised.value)
+    assert await store.get_conversation(chat, user.id) is None
+    assert await store.list_conversations(user.id) == []

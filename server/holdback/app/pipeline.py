@@ -178,20 +178,24 @@ class ChatService:
             # awaits, because a reply may have started meanwhile.
             await self._check_owner(user_id, conversation_id)
             raise ConversationBusyError
+        # A new conversation is created by its first write (the vault's or the turn's).
+        creating: str | None = None
         if conversation_id is None:
-            conversation = await self.store.create_conversation(user_id, "")
-            vault = Vault()
+            conversation_id, stored_title, vault = self.store.new_conversation_id(), "", Vault()
+            creating = user_id
         else:
             opened = await self.store.open_conversation(conversation_id, user_id)
             if opened is None:
                 raise UnknownConversationError
             conversation, stored = opened
-            vault = Vault(stored)
-        if conversation.id in self.replies:
+            stored_title, vault = conversation.title, Vault(stored)
+        if conversation_id in self.replies:
             raise ConversationBusyError
-        reply = self.replies[conversation.id] = Reply(conversation.id, sinks=[emit])
+        reply = self.replies[conversation_id] = Reply(conversation_id, sinks=[emit])
         try:
-            masked_text, masked = await self._pseudonymize(conversation.id, text, vault)
+            masked_text, masked, created = await self._pseudonymize(
+                conversation_id, text, vault, create_for=creating
+            )
             spans = [
                 {"start": m.start, "end": m.end, "kind": m.kind, "token": m.token} for m in masked
             ]
@@ -199,8 +203,8 @@ class ChatService:
             # message, so it reads back as typed.
             typed = spellings(masked, vault)
             index = vault.index()
-            if conversation.title:
-                accepted_title = restore(conversation.title, index)
+            if stored_title:
+                accepted_title = restore(stored_title, index)
                 title = None
             else:
                 title = make_title(masked_text)
@@ -211,13 +215,14 @@ class ChatService:
             # One transaction: the user message, its title, audit and spellings, the history
             # the model reads, and the placeholder the reply is written into.
             turn = await self.store.begin_reply(
-                conversation.id,
+                conversation_id,
                 masked_text,
                 meta={"masked": spans},
                 title=title,
                 owner_id=user_id,
                 masked=Counter(m.kind for m in masked),
                 spellings=typed,
+                create_for=None if created else creating,
             )
         except BaseException:
             self.replies.pop(reply.conversation_id, None)
@@ -229,13 +234,13 @@ class ChatService:
         )
         emit(
             MessageAccepted(
-                conversation.id,
+                conversation_id,
                 turn.user.id,
                 tuple(MaskedSpan(m.start, m.end, m.kind, m.token) for m in masked),
                 accepted_title,
             ).wire()
         )
-        reply.emit(AssistantStart(conversation.id, turn.assistant.id).wire())
+        reply.emit(AssistantStart(conversation_id, turn.assistant.id).wire())
         return reply
 
     async def _check_owner(self, user_id: str, conversation_id: str) -> None:
@@ -272,22 +277,31 @@ class ChatService:
         for entry in vault_now.entries:
             if entry.token not in vault:
                 vault.add(entry.token, entry.kind, entry.value, entry.normalized)
-        masked, _ = await self._pseudonymize(conversation_id, text, vault)
+        masked, _, _ = await self._pseudonymize(conversation_id, text, vault)
         return masked
 
     # -- steps -----------------------------------------------------------------------------
 
     async def _pseudonymize(
-        self, conversation_id: str, text: str, vault: Vault
-    ) -> tuple[str, list[Masked]]:
+        self, conversation_id: str, text: str, vault: Vault, *, create_for: str | None = None
+    ) -> tuple[str, list[Masked], bool]:
+        """The masked text and its spans, and whether the conversation was created (with
+        `create_for`, by the first vault update)."""
+        created = False
         while True:
             analysis = await self._analyze(text, vault)
             if analysis.complete:
                 assert analysis.masked_text is not None
-                return analysis.masked_text, analysis.masked
+                return analysis.masked_text, analysis.masked, created
             items = [VaultItem(m.kind, m.value, m.normalized) for m in analysis.missing]
             # New tokens, and the bare ids the user typed reserved so they are never allocated.
-            update = await self.store.update_vault(conversation_id, items, reserve=analysis.reserve)
+            update = await self.store.update_vault(
+                conversation_id,
+                items,
+                reserve=analysis.reserve,
+                create_for=None if created else create_for,
+            )
+            created = created or create_for is not None
             for ident in update.reserved:
                 vault.reserve(ident)
             # The entries as stored: a value another writer stored first keeps its spelling.

@@ -261,6 +261,12 @@ class Store:
 
     # Conversations.
 
+    @staticmethod
+    def new_conversation_id() -> str:
+        """An id for a conversation that `update_vault` or `begin_reply` will create
+        (`create_for`), so a new conversation costs no transaction of its own."""
+        return accounts.new_id()
+
     async def create_conversation(self, owner_id: str, title: str = "") -> Conversation:
         conversations.check_title(title)
         return await self._db.transact(
@@ -384,8 +390,11 @@ class Store:
         owner_id: str | None = None,
         masked: Mapping[str, int] | None = None,
         spellings: Mapping[int, str] | None = None,
+        create_for: str | None = None,
     ) -> Turn:
         """Add the user's message and the reply's placeholder (status "incomplete").
+        With `create_for` (an owner's id), the conversation is created first, in the same
+        transaction (as `update_vault` does).
 
         Also sets the title (if given) and records the "masked" audit event (if `masked` has
         counts), as `rename_conversation` and `record_audit` would. If `owner_id` is given,
@@ -400,13 +409,15 @@ class Store:
         counts = conversations.check_counts(masked or {})
         typed = spellings_module.check(spellings or {})
         where = self._db.target.describe()
-        return await self._db.transact(
-            lambda run: turns.begin(run, conversation_id, user_text, meta or {}, title=title,
-                                    owner_id=owner_id, masked=counts, typed=typed, key=self._key,
-                                    where=where),
-            write=True,
-            what="adding a message",
-        )  # fmt: skip
+
+        def work(run: Runner) -> Turn:
+            if create_for is not None:
+                turns.create(run, create_for, "", conversation_id)
+            return turns.begin(run, conversation_id, user_text, meta or {}, title=title,
+                               owner_id=owner_id, masked=counts, typed=typed, key=self._key,
+                               where=where)  # fmt: skip
+
+        return await self._db.transact(work, write=True, what="adding a message")
 
     async def finish_reply(
         self,
@@ -466,8 +477,11 @@ class Store:
         items: Sequence[VaultItem],
         *,
         reserve: Iterable[str] = (),
+        create_for: str | None = None,
     ) -> VaultUpdate:
         """Reserve the ids `reserve` (canonical, `EMAIL_1`), then assign tokens to `items`.
+        With `create_for` (an owner's id), the conversation is created first, untitled, in
+        the same transaction (its id from `new_conversation_id`), even if nothing is assigned.
 
         One transaction: the reservations are made first, so no item gets a reserved id,
         whoever reserved it. An id that is a token already cannot be reserved; it comes back
@@ -477,11 +491,13 @@ class Store:
         """
         prepared = vault.prepare(self._key, items)
         ids = vault.prepare_reservations(reserve)
-        if not prepared and not ids:
+        if not prepared and not ids and create_for is None:
             return VaultUpdate(tokens=[], reserved=frozenset(), taken={})
         where = self._db.target.describe()
 
         def work(run: Runner) -> VaultUpdate:
+            if create_for is not None:
+                turns.create(run, create_for, "", conversation_id)
             key_check.verify_in(run, self._key, where, lock="share")
             return vault.assign(
                 run, self._key, conversation_id, prepared, ids, limit=self.max_vault_entries

@@ -178,14 +178,18 @@ def _audit_rows(
     ]
 
 
-def create(run: Runner, owner_id: str, title: str) -> Conversation:
-    """A new conversation of `owner_id` (checked by the caller: the title)."""
+def create(
+    run: Runner, owner_id: str, title: str, conversation_id: str | None = None
+) -> Conversation:
+    """A new conversation of `owner_id` (checked by the caller: the title), with the id
+    given (`new_id()`) or a new one."""
     if not run.rows(_USER_EXISTS, {"owner_id": owner_id}):
         raise UserNotFoundError(f"user {owner_id} does not exist")
     now = datetime.now(UTC)
     conversation = Conversation(
-        id=new_id(), owner_id=owner_id, title=title, created_at=now, updated_at=now
-    )
+        id=conversation_id or new_id(), owner_id=owner_id, title=title, created_at=now,
+        updated_at=now,
+    )  # fmt: skip
     row = {
         "id": conversation.id,
         "owner_id": owner_id,

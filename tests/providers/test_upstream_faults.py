@@ -277,6 +277,20 @@ async def test_stall_mid_stream_times_out(
     assert len(upstream.requests) == 1
 
 
+async def test_a_slow_steady_body_is_no_stall(
+    kind: Kind, upstream: FakeUpstream, fast: StreamSettings
+) -> None:
+    """Bytes every 0.15 s for well past the 0.3 s stall timeout: silence is what times out,
+    never the length of the body."""
+    body = kind.ok_body
+    step = max(1, len(body) // 8)
+    pieces = [body[i : i + step] for i in range(0, len(body), step)]
+    upstream.enqueue(Reply(chunks=pieces, chunk_delay=0.15))
+    events = await collect(kind.make(upstream.url, fast), REQUEST)
+    assert events == kind.ok_events
+    assert len(pieces) * 0.15 > 0.6
+
+
 async def test_stall_before_the_first_byte_times_out(
     kind: Kind, upstream: FakeUpstream, fast: StreamSettings
 ) -> None:

@@ -17,10 +17,11 @@ The rules it keeps:
 - every failure is one named `holdback.errors.UpstreamError`, chosen by aiohttp's exception
   type (and, for its one generic parse error, the kind of fault it reports), never carrying
   aiohttp's message: those quote the bytes the peer sent and the headers;
-- time: `connect` bounds making a connection; `read` bounds every wait for bytes (the stall);
-  `head` bounds the whole wait for the final response head, however many interim `1xx`
-  heads come (aiohttp reads those itself); `expire_at()` sets a response's deadline, one
-  timer per response;
+- time: `connect` bounds making a connection; `read` bounds every wait for bytes (the stall:
+  aiohttp's per-read timeout until the head, then one timer per response that looks
+  `STALL_CHECKS` times per `read` whether bytes came); `head` bounds the whole wait for the
+  final response head, however many interim `1xx` heads come (aiohttp reads those itself);
+  `expire_at()` sets a response's deadline, one timer per response;
 - a request whose pooled connection turns out closed before a single response byte is sent
   once more at once: the keep-alive race. A response closed before its end keeps its
   connection only if the rest arrives within `discard_grace` seconds and `DISCARD_CAP` bytes
@@ -45,6 +46,7 @@ from urllib.parse import unquote, urlsplit
 
 import aiohttp
 from aiohttp import http_exceptions
+from aiohttp.client_proto import ResponseHandler
 
 from holdback.errors import (
     BadChunkError,
@@ -71,6 +73,7 @@ from holdback.providers.logmask import install_url_masking
 DISCARD_CAP = 64 * 1024
 LARGE_BODY = 1024 * 1024  # above this aiohttp sends a body from a file-like object, in parts
 INFLATE_STEP = 64 * 1024
+STALL_CHECKS = 4  # looks per stall timeout: silence is noticed within 1.25 times it
 _DEFAULT_LIMITS = UpstreamLimits()
 _SCHEMES = ("http", "https")
 
@@ -328,6 +331,34 @@ class UpstreamResponse:
             closed.add_done_callback(self._on_connection_closed)
             client.retrieve_when_closed(protocol, closed)
         self._protocol = protocol
+        # Silence past `read` is watched by one timer per response, not by aiohttp's per-read
+        # timeout (a timer cancelled and made again for every piece the body brings).
+        self._stall: asyncio.TimerHandle | None = None
+        if read is not None and read > 0 and isinstance(protocol, ResponseHandler):
+            protocol.read_timeout = None
+            loop = asyncio.get_running_loop()
+            self._seen = self._content.total_bytes
+            self._quiet_since = loop.time()
+            self._stall = loop.call_at(self._quiet_since + read / STALL_CHECKS, self._check_stall)
+
+    def _check_stall(self) -> None:
+        """Every `read / STALL_CHECKS` seconds: new bytes, or how long there have been none."""
+        self._stall = None
+        content = self._content
+        if self._closed or content.is_eof() or content.exception() is not None:
+            return
+        read = self._read_timeout
+        assert read is not None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if content.total_bytes != self._seen:
+            self._seen, self._quiet_since = content.total_bytes, now
+        elif now - self._quiet_since >= read:
+            content.set_exception(
+                UpstreamTimeoutError(f"no data from the upstream for {seconds(read)}")
+            )
+            return
+        self._stall = loop.call_at(now + read / STALL_CHECKS, self._check_stall)
 
     def _on_connection_closed(self, _: object) -> None:
         content = self._content
@@ -409,6 +440,9 @@ class UpstreamResponse:
         if self._deadline is not None:
             self._deadline.cancel()
             self._deadline = None
+        if self._stall is not None:
+            self._stall.cancel()
+            self._stall = None
         if self._watch is not None:
             self._watch.remove_done_callback(self._on_connection_closed)
             self._watch = None

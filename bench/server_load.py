@@ -19,6 +19,7 @@ bench/results/server_load*.md/.json.
     .venv/bin/python bench/server_load.py --soak --minutes 10
     .venv/bin/python bench/server_load.py --profile holdback:200
     .venv/bin/python bench/server_load.py --base c565ad0   # and holdback as of c565ad0
+    .venv/bin/python bench/server_load.py --servers relay-aiohttp,relay --base HEAD --base c565ad0
     .venv/bin/python bench/server_load.py --profile holdback:100:burst
 """
 
@@ -77,9 +78,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--servers", default="relay-aiohttp,relay,holdback")
     p.add_argument(
         "--base",
-        default=None,
+        action="append",
+        default=[],
         metavar="REV",
-        help="also measure holdback as of REV (a git worktree), beside this checkout's",
+        help="also measure holdback as of REV, from a git worktree (repeatable); with "
+        "--servers relay-aiohttp,relay, every holdback measured is a committed revision",
     )
     p.add_argument("--workload", choices=("turns", "burst", "both"), default="both")
     p.add_argument("--burst-ns", type=_ns, default=(100,), help="Ns of the burst workload")
@@ -130,8 +133,7 @@ def _revision() -> str:
 
 def _kinds(args: argparse.Namespace) -> list[str]:
     kinds = [k.strip() for k in args.servers.split(",") if k.strip()]
-    if args.base:
-        kinds.append(driver.BASE_PREFIX + args.base)
+    kinds.extend(driver.BASE_PREFIX + rev for rev in args.base)
     missing = [k for k in kinds if k in driver.HOLDBACKS]
     if missing and not driver.holdback_available():
         print(f"holdback serve is not available in this checkout: not measuring {missing}")
@@ -299,10 +301,11 @@ def main(argv: list[str] | None = None) -> int:
         burst_rounds=args.burst_rounds,
         work=work,
     )
-    tree = None
+    trees: list[Path] = []
     try:
-        if args.base:
-            tree = settings.bases[args.base] = _worktree(args.base, work)
+        for rev in args.base:
+            settings.bases[rev] = _worktree(rev, work)
+            trees.append(settings.bases[rev])
         if args.soak:
             data: Any = soak.run(settings, args.minutes, args.soak_n, args.seed, args.soak_server)
             text = report.soak_report(data, _header("Soak", sys.argv[1:]))
@@ -314,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
             text, data = bench(args, settings)
             name = "server_load"
     finally:
-        if tree is not None:
+        for tree in trees:
             _unworktree(tree)
         if args.keep:
             print(f"work directory kept: {work}")

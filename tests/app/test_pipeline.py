@@ -39,6 +39,7 @@ from holdback.providers.events import (
     ToolCallEnd,
     ToolCallStart,
 )
+from holdback.reveal import OWNER
 from holdback.store import Store, VaultKey
 from holdback.store.errors import DatabaseLockedError
 from holdback.stream import forbidden_matcher
@@ -340,10 +341,11 @@ async def test_a_failing_connection_does_not_stop_the_reply(store: Store) -> Non
     def broken(frame: dict[str, Any]) -> None:
         raise ConnectionResetError("gone")
 
-    reply.sinks.append(broken)
+    reply.attach(broken, OWNER)
     assert reply.task is not None
     await asyncio.wait_for(reply.task, timeout=10)
-    assert broken not in reply.sinks
+    assert reply.views is not None
+    assert broken not in reply.views.storage.sinks
     assert good.text() == "hello there"
     assert good.last()["status"] == "complete"
 
@@ -385,10 +387,10 @@ def test_make_title() -> None:
 def test_reply_detach_is_idempotent() -> None:
     reply = Reply("c1")
     sink = Collector()
-    reply.sinks.append(sink)
+    reply.attach(sink, OWNER)
     reply.detach(sink)
     reply.detach(sink)
-    reply.emit({"type": "assistant_delta", "text": "x"})
+    assert reply.waiting == []
     assert sink.frames == []
 
 

@@ -87,6 +87,17 @@ def test_values_of_the_conversation_vault_are_not_flagged() -> None:
     assert out == "Both SARAH@acme.com and [redacted email]"
 
 
+def test_a_vault_value_is_shown_whole_not_cut_at_a_match_inside_it() -> None:
+    vault = {"<EMAIL_1>": "ann.canary@example.org"}
+    text = "Also ann.canary@example.org again, and not xann.canary@example.org."
+    expected = "Also ann.canary@example.org again, and not [redacted email]."
+    assert one_shot(text, vault=vault) == expected
+    assert stream(text, list(range(1, len(text))), vault=vault) == expected
+    # A match that reaches past the value still takes the value with it.
+    glued = "see ann.canary@example.org.evil.io"
+    assert one_shot(glued, vault=vault) == "see [redacted email]"
+
+
 def test_forbidden_terms_are_found_through_evasion_and_inside_words() -> None:
     assert one_shot("see db01\u200b.corp.internal") == "see [redacted]"
     assert one_shot("xhunter2x") == "x[redacted]x"

@@ -33,22 +33,17 @@ import secrets
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from holdback.app.viewers import Views, view_vault
 from holdback.detect import DetectorSet, TermMatcher
 from holdback.errors import HoldbackError, describe, wire_message
 from holdback.providers.base import ChatMessage, ChatRequest, Provider
 from holdback.pseudonymize import Analysis, Masked, Pseudonymizer, restore_in_order, spellings
-from holdback.reply.frames import (
-    AssistantDelta,
-    AssistantStart,
-    Frame,
-    MaskedSpan,
-    MessageAccepted,
-)
-from holdback.reply.machine import ReplyMachine
+from holdback.reply.frames import MaskedSpan, MessageAccepted
+from holdback.reveal import OWNER, RevealPolicy
 from holdback.store.records import Message, VaultItem
 from holdback.store.repository import Store
 from holdback.stream import Guard, GuardMode, ReplyFilter, Restorer, restore
@@ -93,24 +88,26 @@ class UnknownConversationError(ChatError):
 
 @dataclass(eq=False, slots=True)
 class Reply:
-    """One assistant reply in flight, and the connections watching it."""
+    """One assistant reply in flight, and the connections watching it, each under its own
+    reveal policy (`viewers.Views`)."""
 
     conversation_id: str
     message_id: str = ""
-    sinks: list[Emit] = field(default_factory=list)
     task: asyncio.Task[None] | None = None
+    views: Views | None = None
+    # Connections that asked to watch before the reply's views existed.
+    waiting: list[tuple[Emit, RevealPolicy]] = field(default_factory=list)
 
-    def emit(self, frame: WireFrame) -> None:
-        for sink in list(self.sinks):
-            try:
-                sink(frame)
-            except Exception:  # a broken connection must not stop the reply
-                log.warning("dropping frames for a connection that failed")
-                self.detach(sink)
+    def attach(self, emit: Emit, policy: RevealPolicy) -> None:
+        if self.views is None:
+            self.waiting.append((emit, policy))
+        else:
+            self.views.attach(emit, policy)
 
-    def detach(self, sink: Emit) -> None:
-        with contextlib.suppress(ValueError):
-            self.sinks.remove(sink)
+    def detach(self, emit: Emit) -> None:
+        self.waiting = [(e, p) for e, p in self.waiting if e is not emit]
+        if self.views is not None:
+            self.views.detach(emit)
 
 
 class RateLimiter:
@@ -191,7 +188,7 @@ class ChatService:
             stored_title, vault = conversation.title, Vault(stored)
         if conversation_id in self.replies:
             raise ConversationBusyError
-        reply = self.replies[conversation_id] = Reply(conversation_id, sinks=[emit])
+        reply = self.replies[conversation_id] = Reply(conversation_id)
         try:
             masked_text, masked, created = await self._pseudonymize(
                 conversation_id, text, vault, create_for=creating
@@ -229,8 +226,9 @@ class ChatService:
             raise
         # From here the placeholder exists, so the reply task owns it and always finishes it.
         reply.message_id = turn.assistant.id
+        pump = _ReplyPump(self, reply, vault)
         reply.task = asyncio.create_task(
-            self._run(reply, vault, turn.history), name=f"reply-{reply.message_id}"
+            self._run(pump, turn.history), name=f"reply-{reply.message_id}"
         )
         emit(
             MessageAccepted(
@@ -240,7 +238,7 @@ class ChatService:
                 accepted_title,
             ).wire()
         )
-        reply.emit(AssistantStart(conversation_id, turn.assistant.id).wire())
+        reply.attach(emit, OWNER)
         return reply
 
     async def _check_owner(self, user_id: str, conversation_id: str) -> None:
@@ -319,6 +317,8 @@ class ChatService:
     def _filter(
         self, index: TokenIndex, vault: Vault, projection: ProjectionMode, json_values: bool
     ) -> ReplyFilter:
+        """A channel's filter: `index` restores (as a viewer is shown), `vault` holds what the
+        guard lets through as it is."""
         guard = Guard(
             self.detectors,
             forbidden=self.forbidden,
@@ -330,44 +330,51 @@ class ChatService:
         )
         return ReplyFilter(guard, Restorer(index, escape=json_escape if json_values else None))
 
-    async def _run(self, reply: Reply, vault: Vault, history: list[Message]) -> None:
+    async def _run(self, pump: _ReplyPump, history: list[Message]) -> None:
         try:
-            await _ReplyPump(self, reply, vault).run(history)
+            await pump.run(history)
         finally:
-            self.replies.pop(reply.conversation_id, None)
+            self.replies.pop(pump.reply.conversation_id, None)
 
 
 class _ReplyPump:
-    """The async pump around one `ReplyMachine`: events in, frames out, the outcome stored.
+    """The async pump around one reply's `Views` (a `ReplyMachine` per reveal policy):
+    events in, frames out, the storage view's outcome stored.
 
-    Timeouts and cancellation live here; every frame comes from the machine.
+    Timeouts and cancellation live here; every frame comes from a machine.
     """
 
     def __init__(self, service: ChatService, reply: Reply, vault: Vault) -> None:
         self.service = service
         self.reply = reply
-        index = reply_index(vault)
-        self.machine = ReplyMachine(
+        entries = [e for e in vault.entries() if e.kind != FORBIDDEN]
+        indexes: dict[RevealPolicy, tuple[TokenIndex, Vault]] = {OWNER: (reply_index(vault), vault)}
+
+        def make_filter(
+            policy: RevealPolicy, projection: ProjectionMode, json_values: bool
+        ) -> ReplyFilter:
+            made = indexes.get(policy)
+            if made is None:
+                made = indexes[policy] = (policy.index(entries), view_vault(vault, policy))
+            return service._filter(made[0], made[1], projection, json_values)
+
+        self.views = Views(
             reply.conversation_id,
             reply.message_id,
-            lambda projection, json_values: service._filter(index, vault, projection, json_values),
+            make_filter,
             call_prefix=f"call_{secrets.token_hex(4)}",
         )
+        reply.views = self.views
+        for emit, policy in reply.waiting:
+            self.views.attach(emit, policy)
+        reply.waiting.clear()
         self.checkpoint = service.store.reply_checkpoints(
             reply.conversation_id, reply.message_id, self._storable
         )
 
     def _storable(self) -> tuple[str, dict[str, str]]:
-        outcome = self.machine.outcome()
+        outcome = self.views.outcome()
         return outcome.text, outcome.parts
-
-    def send(self, frames: Iterable[Frame]) -> None:
-        released = 0
-        for frame in frames:
-            self.reply.emit(frame.wire())
-            if isinstance(frame, AssistantDelta):
-                released += len(frame.text.encode())
-        self.checkpoint.released(released)
 
     async def run(self, history: list[Message]) -> None:
         request = ChatRequest(
@@ -381,28 +388,28 @@ class _ReplyPump:
             events = self.service.provider.stream(request)
             try:
                 async for event in events:
-                    self.send(self.machine.receive(event))
-                    if self.machine.ended:
+                    self.checkpoint.released(self.views.receive(event))
+                    if self.views.ended:
                         break
             finally:
                 aclose = getattr(events, "aclose", None)
                 if aclose is not None:
                     await aclose()
         except asyncio.CancelledError:
-            self.send(self.machine.interrupt())
+            self.views.interrupt()
             await self.finish()
             raise
         except Exception as exc:
             log.error("reply %s failed: %s", self.reply.message_id, describe(exc))
-            self.send(self.machine.fail("internal"))
-        self.send(self.machine.interrupt())  # the stream ended without a terminal event
+            self.views.fail("internal")
+        self.views.interrupt()  # the stream ended without a terminal event
         await self.finish()
 
     async def finish(self) -> None:
         """Store the outcome, then send the closing frames: the write runs to its end even if
         the reply is cancelled meanwhile (Stop, shutdown), and the client hears how the reply
         ended whether or not it could be stored."""
-        outcome = self.machine.outcome()
+        outcome = self.views.outcome()
 
         async def store() -> None:
             await self.checkpoint.close()  # the final write comes after every checkpoint
@@ -437,7 +444,7 @@ class _ReplyPump:
                 self.reply.message_id,
                 describe(failure) if failure is not None else "interrupted",
             )
-        self.send(self.machine.done(stored=ok))
+        self.views.done(stored=ok)
         if cancelled:
             raise asyncio.CancelledError
 

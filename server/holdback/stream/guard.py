@@ -360,13 +360,21 @@ class Guard:
         hold = len(window) if final else held - len(ctx)
         redact: list[Finding] = []
         tokenize: list[tuple[int, int, str]] = []
+        shown: list[tuple[int, int]] = []  # spans of values that may be shown as they are
         for f in found:
             s, e = f.start - len(ctx), f.end - len(ctx)
             verdict = self._verdict(f, s, e)
             if verdict is None:
                 redact.append(Finding(s, e, f.kind, f.value))
-            elif verdict:
-                tokenize.append((s, e, verdict))
+            else:
+                shown.append((s, e))
+                if verdict:
+                    tokenize.append((s, e, verdict))
+        if shown and redact:
+            # A match inside a value that may be shown reads only that value's own characters
+            # (`canary@example.org` in the vault's `ann.canary@example.org`); one that reaches
+            # past it is still redacted, and takes the value with it.
+            redact = [r for r in redact if not any(a <= r.start and r.end <= b for a, b in shown)]
         return hold, redact, tokenize
 
     def _verdict(self, f: Finding, s: int, e: int) -> str | None:

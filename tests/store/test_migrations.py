@@ -32,6 +32,13 @@ TABLES = {
     "term_lists",
     "audit_events",
     "store_settings",
+    "groups",
+    "group_members",
+    "reveal_levels",
+    "never_restore",
+    "shares",
+    "reveal_events",
+    "admin_events",
 }
 
 

@@ -47,7 +47,7 @@ _users = cast(Table, UserRow.__table__)
 _sessions = cast(Table, SessionRow.__table__)
 _tokens = cast(Table, ApiTokenRow.__table__)
 _USER = (_users.c.id, _users.c.name, _users.c.password_hash, _users.c.created_at,
-         _users.c.disabled_at)  # fmt: skip
+         _users.c.disabled_at, _users.c.role)  # fmt: skip
 # The credential checks of every request and WebSocket frame: one statement each.
 _SESSION_USER = (
     select(_sessions.c.expires_at, *_USER)
@@ -74,6 +74,7 @@ def to_user(row: Any) -> User:
         password_hash=row.password_hash,
         created_at=row.created_at,
         disabled_at=row.disabled_at,
+        role=row.role,
     )
 
 
@@ -87,8 +88,13 @@ def check_name(name: str, what: str) -> str:
     return name
 
 
-async def insert_user(session: AsyncSession, name: str, password_hash: str | None) -> User:
-    row = UserRow(id=new_id(), name=name, password_hash=password_hash, created_at=datetime.now(UTC))
+async def insert_user(
+    session: AsyncSession, name: str, password_hash: str | None, role: str = "member"
+) -> User:
+    row = UserRow(
+        id=new_id(), name=name, password_hash=password_hash, created_at=datetime.now(UTC),
+        role=role,
+    )  # fmt: skip
     session.add(row)
     await session.flush()
     return to_user(row)
@@ -194,6 +200,7 @@ def _to_token(row: ApiTokenRow, user: UserRow) -> ApiToken:
         created_at=row.created_at,
         revoked_at=row.revoked_at,
         user_disabled=user.disabled_at is not None,
+        last_used_at=row.last_used_at,
     )
 
 

@@ -110,8 +110,20 @@ class MessageNotFoundError(RecordNotFoundError):
     """No message has this id."""
 
 
+class GroupNotFoundError(RecordNotFoundError):
+    """No group has this name."""
+
+
 class UserExistsError(StoreError):
     """A user with this name already exists."""
+
+
+class GroupExistsError(StoreError):
+    """A group with this name already exists."""
+
+
+class LastAdminError(StoreError):
+    """The change would leave no admin: the last admin cannot be deleted or made a member."""
 
 
 class InvalidRecordError(StoreError, ValueError):

@@ -16,11 +16,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from holdback.reveal import Level
 from holdback.vault import VaultEntry
 
 MessageStatus = Literal["complete", "incomplete", "blocked"]
 TermPurpose = Literal["sensitive", "forbidden"]
 AuditAction = Literal["masked", "redacted", "blocked"]
+Role = Literal["admin", "member"]
+ShareAccess = Literal["read", "write"]
+Access = Literal["owner", "write", "read"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,10 +34,15 @@ class User:
     password_hash: str | None
     created_at: datetime
     disabled_at: datetime | None = None  # set: no sign-in, and no credential names them
+    role: str = "member"  # "admin" or "member"
 
     @property
     def disabled(self) -> bool:
         return self.disabled_at is not None
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +56,7 @@ class ApiToken:
     created_at: datetime
     revoked_at: datetime | None
     user_disabled: bool
+    last_used_at: datetime | None = None  # to the minute (`Store.touch_api_token`)
 
     @property
     def active(self) -> bool:
@@ -189,4 +199,69 @@ class AuditEvent:
     message_id: str | None
     action: AuditAction
     counts: dict[str, int]  # kind label -> how many
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    id: str
+    name: str
+    created_at: datetime
+    members: tuple[str, ...] = ()  # user names, sorted
+
+
+@dataclass(frozen=True, slots=True)
+class LevelSetting:
+    """One reveal level as set: for the organisation (`group` None) or a group (its name)."""
+
+    group: str | None
+    kind: str
+    level: Level
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Share:
+    """A conversation shared with one user or one group (by name; the other is None)."""
+
+    id: str
+    conversation_id: str
+    user: str | None
+    group: str | None
+    access: ShareAccess
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class SharedConversation:
+    """A conversation someone else owns that a viewer may open, and how (`write` beats `read`
+    when the viewer has it both directly and through a group)."""
+
+    conversation: Conversation
+    owner: str  # the owner's name
+    access: ShareAccess
+
+
+@dataclass(frozen=True, slots=True)
+class RevealEvent:
+    """A value shown to a viewer at `plain` or `masked`: its token and kind, never the value."""
+
+    id: int
+    viewer_id: str | None
+    conversation_id: str | None
+    message_id: str | None
+    token: str
+    kind: str
+    level: Level
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class AdminEvent:
+    """What an admin did (`action`, e.g. `group.create`) to what (`target`, by name)."""
+
+    id: int
+    actor_id: str | None
+    action: str
+    target: str
     created_at: datetime

@@ -15,21 +15,29 @@ The rules:
   whole (`VaultFullError`).
 - On SQLite, deleting a conversation also checkpoints the WAL, so the deleted vault's
   ciphertext (already overwritten in the main file by `secure_delete`) leaves the WAL too.
+- A team (issue 17): users are admins or members, groups get reveal levels, owners share
+  conversations with users and groups, and reveals and admin actions leave a trail that
+  names tokens, kinds and names, never values (`team.py`, `sharing.py`, `audit_log.py`).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from holdback.reveal import Rules
 from holdback.store import (
     accounts,
+    audit_log,
     checkpoints,
     conversations,
     key_check,
+    sharing,
+    team,
     term_lists,
     turns,
     vault,
@@ -39,13 +47,20 @@ from holdback.store.crypto import VaultKey
 from holdback.store.database import Database
 from holdback.store.driver_errors import DRIVER_ERRORS
 from holdback.store.engine import create_engine, parse_database_url
-from holdback.store.errors import StoreError, UserExistsError
+from holdback.store.errors import StoreError
 from holdback.store.migrate import check_schema, upgrade
 from holdback.store.records import (
+    Access,
+    AdminEvent,
     ApiToken,
     AuditEvent,
     Conversation,
+    Group,
+    LevelSetting,
     Message,
+    RevealEvent,
+    Share,
+    SharedConversation,
     Spellings,
     StoredVault,
     TermList,
@@ -76,6 +91,7 @@ class Store:
         self._key = vault_key
         self.max_vault_entries = max_vault_entries
         self._journal = checkpoints.Journal(db, interval=checkpoint_interval, size=checkpoint_bytes)
+        self._touched: dict[str, float] = {}  # API token id -> when this process last touched it
 
     @classmethod
     async def open(
@@ -162,14 +178,13 @@ class Store:
     # Users and authentication.
 
     async def create_user(self, name: str, password_hash: str | None) -> User:
+        """A new user (`UserExistsError` if the name is taken). The first user is an admin,
+        every later one a member; the role is decided inside the write transaction, under a
+        lock, so of two users created at once on an empty database exactly one is admin."""
         accounts.check_name(name, "user")
-
-        async def work(session: AsyncSession) -> User:
-            if await accounts.user_by_name(session, name) is not None:
-                raise UserExistsError("a user with that name already exists")
-            return await accounts.insert_user(session, name, password_hash)
-
-        return await self._db.write(work, what="creating a user")
+        return await self._db.write(
+            lambda s: team.create_user(s, name, password_hash), what="creating a user"
+        )
 
     async def get_user_by_name(self, name: str) -> User | None:
         return await self._db.read(lambda s: accounts.user_by_name(s, name))
@@ -180,17 +195,15 @@ class Store:
         )
 
     async def ensure_local_user(self) -> User:
-        """The single user of `--auth none`, created on first use (concurrency-safe)."""
+        """The single user of `--auth none`, an admin, created (or made an admin) on first use
+        (concurrency-safe)."""
         name = accounts.LOCAL_USER_NAME
         found = await self.get_user_by_name(name)
-        if found is not None:
+        if found is not None and found.is_admin:
             return found
-
-        async def work(session: AsyncSession) -> User:
-            existing = await accounts.user_by_name(session, name)
-            return existing or await accounts.insert_user(session, name, None)
-
-        return await self._db.write(work, what="creating the local user")
+        return await self._db.write(
+            lambda s: team.ensure_admin(s, name), what="creating the local user"
+        )
 
     async def create_session(self, user_id: str, ttl: timedelta) -> str:
         """A new login session; returns its secret, of which only a hash is stored."""
@@ -259,7 +272,251 @@ class Store:
             lambda s: accounts.revoke_api_token(s, token_id), what="revoking an API token"
         )
 
+    async def touch_api_token(self, token_id: str) -> None:
+        """Note that the token was used now (`ApiToken.last_used_at`): at most one write per
+        token a minute, and none at all from this process within a minute of its last."""
+        now = time.monotonic()
+        interval = audit_log.TOUCH_INTERVAL.total_seconds()
+        last = self._touched.get(token_id)
+        if last is not None and now - last < interval:
+            return
+        if len(self._touched) >= 4096:
+            self._touched = {k: t for k, t in self._touched.items() if now - t < interval}
+        self._touched[token_id] = now
+        when = datetime.now(UTC)
+        await self._db.write(
+            lambda s: audit_log.touch_token(s, token_id, when), what="noting an API token's use"
+        )
+
+    # Roles (admins and members).
+
+    async def set_role(self, name: str, role: str) -> tuple[User, bool]:
+        """Make the user `name` an admin or a member (`UserNotFoundError`, or
+        `InvalidRecordError` for another role); returns the user and whether it changed.
+        The last admin cannot be made a member (`LastAdminError`)."""
+        team.check_role(role)
+        return await self._db.write(lambda s: team.set_role(s, name, role), what="setting a role")
+
+    async def list_users(self) -> list[User]:
+        """Every user, oldest first."""
+        return await self._db.read(team.all_users)
+
+    async def delete_user(self, name: str, *, conversations_to: str | None) -> int:
+        """Delete the user `name` with their sessions, API tokens, memberships and the shares
+        given to them; returns how many conversations they owned.
+
+        Their conversations go to the admin named `conversations_to` (who then owns them,
+        with their shares), or with None are deleted with their messages and vaults: the
+        vault rows, ciphertexts included, are deleted in the same transaction
+        (crypto-shredding; on SQLite the WAL is checkpointed afterwards, as
+        `delete_conversation` does). The last admin cannot be deleted (`LastAdminError`);
+        an unknown user is `UserNotFoundError`, an heir who is not an admin
+        `InvalidRecordError`. The trails (reveal and admin events) keep the user's id.
+        """
+        owned = await self._db.write(
+            lambda s: team.remove_user(s, name, conversations_to), what="deleting a user"
+        )
+        if owned and conversations_to is None and self._db.dialect == "sqlite":
+            await self._db.autocommit("PRAGMA wal_checkpoint(TRUNCATE)")
+        return owned
+
+    # Groups.
+
+    async def create_group(self, name: str) -> Group:
+        """A new, empty group (`GroupExistsError` if the name is taken)."""
+        accounts.check_name(name, "group")
+        return await self._db.write(lambda s: team.create_group(s, name), what="creating a group")
+
+    async def rename_group(self, old: str, new: str) -> Group:
+        """Rename a group (`GroupNotFoundError`, `GroupExistsError`); its id, members, levels
+        and shares stay."""
+        accounts.check_name(new, "group")
+        return await self._db.write(
+            lambda s: team.rename_group(s, old, new), what="renaming a group"
+        )
+
+    async def delete_group(self, name: str) -> None:
+        """Delete a group with its memberships, shares and reveal levels
+        (`GroupNotFoundError` if there is none of that name)."""
+        await self._db.write(lambda s: team.remove_group(s, name), what="deleting a group")
+
+    async def get_group(self, name: str) -> Group | None:
+        return await self._db.read(lambda s: team.one_group(s, name))
+
+    async def list_groups(self) -> list[Group]:
+        """Every group by name, with its members' names."""
+        return await self._db.read(team.all_groups)
+
+    async def add_member(self, group: str, user: str) -> bool:
+        """Add the user named `user` to the group; False if they already were in it."""
+        return await self._db.write(
+            lambda s: team.add_member(s, group, user), what="adding a group member"
+        )
+
+    async def remove_member(self, group: str, user: str) -> bool:
+        """Remove the user from the group; False if they were not in it."""
+        return await self._db.write(
+            lambda s: team.remove_member(s, group, user), what="removing a group member"
+        )
+
+    async def groups_of(self, user_id: str) -> list[str]:
+        """The ids of the user's groups (what `Rules.for_viewer` takes), sorted."""
+        return await self._db.read(lambda s: team.groups_of(s, user_id))
+
+    # Reveal levels.
+
+    async def set_level(self, group: str | None, kind: str, level: str) -> bool:
+        """Set how values of `kind` are shown to viewers who do not own the conversation: for
+        the organisation (`group` None) or for a group's members (by name). Returns whether
+        it changed."""
+        team.check_kind(kind)
+        checked = team.check_reveal_level(level)
+        return await self._db.write(
+            lambda s: team.set_level(s, group, kind, checked), what="setting a reveal level"
+        )
+
+    async def clear_level(self, group: str | None, kind: str) -> bool:
+        """Remove a level set with `set_level`; False if there was none."""
+        team.check_kind(kind)
+        return await self._db.write(
+            lambda s: team.clear_level(s, group, kind), what="clearing a reveal level"
+        )
+
+    async def never_restore(self, kind: str) -> bool:
+        """Show values of `kind` plain to nobody, owners included; False if already so."""
+        team.check_kind(kind)
+        return await self._db.write(
+            lambda s: team.never_restore(s, kind), what="marking a kind never restored"
+        )
+
+    async def allow_restore(self, kind: str) -> bool:
+        """Undo `never_restore`; False if the kind was not marked."""
+        team.check_kind(kind)
+        return await self._db.write(
+            lambda s: team.allow_restore(s, kind), what="allowing a kind to be restored"
+        )
+
+    async def reveal_rules(self) -> Rules:
+        """The organisation's rules: default levels, each group's (keyed by group id) and the
+        never-restored kinds, read in one transaction."""
+        return await self._db.read(team.rules)
+
+    async def list_levels(self) -> list[LevelSetting]:
+        """Every level set, for display: the organisation's first, then each group's."""
+        return await self._db.read(team.levels)
+
+    # Sharing.
+
+    async def share(
+        self,
+        conversation_id: str,
+        owner_id: str,
+        *,
+        user: str | None = None,
+        group: str | None = None,
+        access: Literal["read", "write"],
+    ) -> Share:
+        """Share the owner's conversation with one user or one group (by name), to read or to
+        write. Sharing again with the same user or group changes the access of that share
+        (same id). `ConversationNotFoundError` unless `owner_id` owns it; sharing with the
+        owner is refused (`InvalidRecordError`)."""
+        checked = sharing.check_share(user, group, access)
+        return await self._db.write(
+            lambda s: sharing.share(s, conversation_id, owner_id, user, group, checked),
+            what="sharing a conversation",
+        )
+
+    async def list_shares(self, conversation_id: str, owner_id: str) -> list[Share]:
+        """The conversation's shares, oldest first (`ConversationNotFoundError` unless
+        `owner_id` owns it)."""
+        return await self._db.read(lambda s: sharing.shares_of(s, conversation_id, owner_id))
+
+    async def unshare(self, conversation_id: str, owner_id: str, share_id: str) -> bool:
+        """Withdraw a share; False if the conversation has no share of that id."""
+        return await self._db.write(
+            lambda s: sharing.unshare(s, conversation_id, owner_id, share_id),
+            what="withdrawing a share",
+        )
+
+    async def access_of(self, conversation_id: str, viewer_id: str) -> Access | None:
+        """`owner`, `write` or `read` (the best of the viewer's own share and their groups'),
+        or None: no such conversation, no share, or a disabled or unknown viewer."""
+        return await self._db.read(lambda s: sharing.access_of(s, conversation_id, viewer_id))
+
+    async def shared_with(self, viewer_id: str) -> list[SharedConversation]:
+        """The conversations others shared with the viewer, directly or through a group, most
+        recently updated first, each with its owner's name and the viewer's access."""
+        return await self._db.read(lambda s: sharing.shared_with(s, viewer_id))
+
+    # The trails: reveals and admin actions.
+
+    async def record_reveals(
+        self,
+        viewer_id: str | None,
+        conversation_id: str | None,
+        message_id: str | None,
+        items: Sequence[tuple[str, str, str]],
+    ) -> int:
+        """Record that each `(token, kind, level)` was shown to the viewer, in one
+        transaction; only `plain` and `masked` are recorded (a label shows nothing of a
+        value). Returns how many rows were written. Never takes a value."""
+        for value, what in ((viewer_id, "viewer"), (conversation_id, "conversation"),
+                            (message_id, "message")):  # fmt: skip
+            audit_log.check_id(value, what)
+        kept = audit_log.check_reveals(items)
+        if kept:
+            await self._db.write(
+                lambda s: audit_log.insert_reveals(s, viewer_id, conversation_id, message_id, kept),
+                what="recording reveals",
+            )
+        return len(kept)
+
+    async def record_admin(self, actor_id: str | None, action: str, target: str) -> None:
+        """Record an admin's action (`user.delete`) on a target named by name (`ada`)."""
+        audit_log.check_id(actor_id, "user")
+        audit_log.check_admin(action, target)
+        await self._db.write(
+            lambda s: audit_log.insert_admin(s, actor_id, action, target),
+            what="recording an admin event",
+        )
+
+    async def list_reveal_events(
+        self,
+        *,
+        viewer_id: str | None = None,
+        conversation_id: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 1000,
+    ) -> list[RevealEvent]:
+        """Reveal events, newest first, filtered; `since` inclusive, `until` exclusive."""
+        audit_log.check_window(since, until, limit)
+        return await self._db.read(
+            lambda s: audit_log.reveal_events(s, viewer_id, conversation_id, since, until, limit)
+        )
+
+    async def list_admin_events(
+        self,
+        *,
+        actor_id: str | None = None,
+        action: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 1000,
+    ) -> list[AdminEvent]:
+        """Admin events, newest first, filtered; `since` inclusive, `until` exclusive."""
+        audit_log.check_window(since, until, limit)
+        return await self._db.read(
+            lambda s: audit_log.admin_events(s, actor_id, action, since, until, limit)
+        )
+
     # Conversations.
+
+    async def owner_of(self, conversation_id: str) -> str | None:
+        """The id of a conversation's owner (for callers that checked the viewer's access)."""
+        return await self._db.transact(
+            lambda run: turns.owner(run, conversation_id), write=False, what="reading an owner"
+        )
 
     @staticmethod
     def new_conversation_id() -> str:
@@ -431,11 +688,14 @@ class Store:
         redacted: Mapping[str, int] | None = None,
         blocked: Mapping[str, int] | None = None,
         checkpointed: bool = True,
+        reveals: Sequence[tuple[str, str, str, str]] = (),
     ) -> None:
         """Store the reply as `update_message` would, with its "blocked" and "redacted" audit.
 
         The reply's checkpoints are deleted with it; `checkpointed=False` says it has none
-        (its `ReplyCheckpoint` never `tried` to save), which spares a statement.
+        (its `ReplyCheckpoint` never `tried` to save), which spares a statement. `reveals`,
+        (viewer id, token, kind, level) of each value the reply showed a viewer plain or
+        masked, are recorded in the same transaction (as `record_reveals` would).
         """
         conversations.check_message_fields(None, status, finish_reason, parts, None)
         values: dict[str, object] = {"text": text, "parts": dict(parts), "status": status}
@@ -447,7 +707,13 @@ class Store:
         ]
         await self._db.transact(
             lambda run: turns.finish(
-                run, conversation_id, message_id, values, audits, checkpointed=checkpointed
+                run,
+                conversation_id,
+                message_id,
+                values,
+                audits,
+                checkpointed=checkpointed,
+                reveals=list(reveals),
             ),
             write=True,
             what="updating a message",

@@ -3,8 +3,9 @@
 The rules: stored text is the tokenized text the model saw; an original value exists only as
 ciphertext (`vault_entries.value_ciphertext`, `term_lists.terms_ciphertext`,
 `message_spellings.spellings_ciphertext`) and as a keyed hash that cannot be reversed
-(`vault_entries.value_hash`). Audit rows hold kinds and
-counts, never values. Everything a conversation owns goes when it goes (`ON DELETE CASCADE`).
+(`vault_entries.value_hash`). Audit rows hold kinds and counts, never values; reveal and
+admin events hold tokens, kinds and names, never values. Everything a conversation owns goes
+when it goes (`ON DELETE CASCADE`).
 Uniqueness that concurrent writers rely on is enforced by the database, not by the code:
 a message's position in its conversation, a token in its vault, a value's hash per kind.
 
@@ -47,6 +48,11 @@ ID_LENGTH = 32
 MESSAGE_STATUSES = ("complete", "incomplete", "blocked")
 TERM_PURPOSES = ("sensitive", "forbidden")
 AUDIT_ACTIONS = ("masked", "redacted", "blocked")
+ROLES = ("admin", "member")
+REVEAL_LEVELS = ("plain", "masked", "label")
+RECORDED_LEVELS = ("plain", "masked")  # a reveal event is a value shown, whole or in part
+SHARE_ACCESS = ("read", "write")
+DEFAULT_SCOPE = ""  # `reveal_levels.scope` of the organisation's default levels
 CHANNEL_RE = re.compile(r"[A-Za-z0-9_.:-]{1,64}\Z")  # a part's name (`reasoning`)
 
 
@@ -90,15 +96,19 @@ class StoreSetting(Base):
 
 class UserRow(Base):
     """A user. One whose `disabled_at` is set cannot sign in, and no credential of theirs
-    (session or API token) names them while it stays set."""
+    (session or API token) names them while it stays set. `role` is `admin` or `member`
+    (migration 0005); the first user, and the `--auth none` user, are admins."""
 
     __tablename__ = "users"
+    __table_args__ = (CheckConstraint(_in("role", ROLES), name="role"),)
 
     id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
     password_hash: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime]
     disabled_at: Mapped[datetime | None]
+    # No Python-side default: rows written as older revisions wrote them (no role) must work.
+    role: Mapped[str] = mapped_column(String(16), server_default="member")
 
 
 class SessionRow(Base):
@@ -124,6 +134,7 @@ class ApiTokenRow(Base):
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime]
     revoked_at: Mapped[datetime | None]
+    last_used_at: Mapped[datetime | None]  # migration 0005; touched at most once a minute
 
 
 class ConversationRow(Base):
@@ -268,3 +279,111 @@ class AuditEventRow(Base):
     action: Mapped[str] = mapped_column(String(16))
     counts: Mapped[dict[str, int]] = mapped_column(JSON)
     created_at: Mapped[datetime]
+
+
+# The team (migration 0005): groups, reveal levels, shares, and who was shown what.
+
+
+class GroupRow(Base):
+    """A named set of users; reveal levels and shares can be given to a group."""
+
+    __tablename__ = "groups"
+
+    id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    created_at: Mapped[datetime]
+
+
+class GroupMemberRow(Base):
+    __tablename__ = "group_members"
+
+    group_id: Mapped[str] = mapped_column(
+        ForeignKey("groups.id", ondelete="CASCADE"), primary_key=True
+    )
+    user_id: Mapped[str] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    created_at: Mapped[datetime]
+
+
+class RevealLevelRow(Base):
+    """How much of a kind's values a viewer who is not the owner is shown: the organisation's
+    default (`scope` "") or a group's (`scope` the group's id; deleted with the group)."""
+
+    __tablename__ = "reveal_levels"
+    __table_args__ = (CheckConstraint(_in("level", REVEAL_LEVELS), name="level"),)
+
+    scope: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(200), primary_key=True)
+    level: Mapped[str] = mapped_column(String(16))
+    updated_at: Mapped[datetime]
+
+
+class NeverRestoreRow(Base):
+    """A kind whose values are shown plain to nobody, the owner included."""
+
+    __tablename__ = "never_restore"
+
+    kind: Mapped[str] = mapped_column(String(200), primary_key=True)
+    created_at: Mapped[datetime]
+
+
+class ShareRow(Base):
+    """A conversation shared by its owner with one user or one group, to read or to write."""
+
+    __tablename__ = "shares"
+    __table_args__ = (
+        UniqueConstraint("conversation_id", "user_id"),
+        UniqueConstraint("conversation_id", "group_id"),
+        CheckConstraint(_in("access", SHARE_ACCESS), name="access"),
+        CheckConstraint("(user_id IS NULL) <> (group_id IS NULL)", name="one_grantee"),
+    )
+
+    id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
+    user_id: Mapped[str | None] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), index=True
+    )
+    group_id: Mapped[str | None] = mapped_column(
+        ForeignKey("groups.id", ondelete="CASCADE"), index=True
+    )
+    access: Mapped[str] = mapped_column(String(8))
+    created_at: Mapped[datetime]
+
+
+_EVENT_ID = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class RevealEventRow(Base):
+    """A value shown to a viewer, whole (`plain`) or in part (`masked`): its token and kind,
+    never the value. No foreign keys: the trail outlives the users and conversations it names.
+    """
+
+    __tablename__ = "reveal_events"
+    __table_args__ = (
+        CheckConstraint(_in("level", RECORDED_LEVELS), name="level"),
+        Index(None, "conversation_id", "created_at"),
+        Index(None, "viewer_id", "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(_EVENT_ID, primary_key=True, autoincrement=True)
+    viewer_id: Mapped[str | None] = mapped_column(String(ID_LENGTH))
+    conversation_id: Mapped[str | None] = mapped_column(String(ID_LENGTH))
+    message_id: Mapped[str | None] = mapped_column(String(ID_LENGTH))
+    token: Mapped[str] = mapped_column(String(100))
+    kind: Mapped[str] = mapped_column(String(200))
+    level: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(index=True)
+
+
+class AdminEventRow(Base):
+    """What an admin did (`action`) to what (`target`: a user, group or kind by name), never a
+    secret or a value. No foreign key: the trail outlives the actor."""
+
+    __tablename__ = "admin_events"
+
+    id: Mapped[int] = mapped_column(_EVENT_ID, primary_key=True, autoincrement=True)
+    actor_id: Mapped[str | None] = mapped_column(String(ID_LENGTH))
+    action: Mapped[str] = mapped_column(String(64))
+    target: Mapped[str] = mapped_column(String(400))
+    created_at: Mapped[datetime] = mapped_column(index=True)

@@ -17,7 +17,7 @@ from typing import ClassVar
 # code -> the fixed message a client sees. The only place these sentences live.
 WIRE_ERRORS: dict[str, str] = {
     "bad_frame": "the frame is not valid: send a JSON object as a text frame",
-    "unknown_type": "unknown frame type; expected user_message or cancel",
+    "unknown_type": "unknown frame type; expected user_message, cancel or watch",
     "missing_field": "the frame lacks a required field",
     "frame_too_large": "the frame is larger than this server accepts",
     "not_found": "no such conversation",
@@ -43,6 +43,9 @@ WIRE_ERRORS: dict[str, str] = {
     "body_timeout": "the request body did not arrive in time",
     "login_throttled": "too many failed sign-ins; wait before trying again",
     "login_busy": "the server is checking too many sign-ins; try again in a moment",
+    "forbidden": "only an admin may do this",
+    "too_many_watchers": "too many connections watch this conversation, or this connection "
+    "watches too many; close one first",
 }
 
 

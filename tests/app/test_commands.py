@@ -63,8 +63,8 @@ def test_user_add_refuses_short_passwords(tmp_path: Path, stdin: str, message: s
     assert message in err
     assert out == ""
     status, _, err = run_cli(["token", "create", "erin", "--data-dir", str(tmp_path / "d")])
-    assert status == 2  # nobody was created
-    assert "no user named 'erin'" in err
+    assert status == 2  # nobody was created, nor any store
+    assert "there is no holdback data directory" in err
 
 
 def test_user_add_twice_is_refused(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 import uvicorn
 import uvicorn.logging
 
+from holdback.app import team_commands
 from holdback.app.application import build_runtime, create_app
 from holdback.app.auth import hash_password
 from holdback.app.http_server import uvicorn_config
@@ -35,6 +36,7 @@ from holdback.app.settings import Settings, resolve
 from holdback.errors import ConfigurationError, HoldbackError
 from holdback.providers.logmask import install_url_masking
 from holdback.store.crypto import load_vault_key
+from holdback.store.engine import parse_database_url
 from holdback.store.locations import ensure_data_dir, resolve_data_dir, resolve_database_url
 from holdback.store.records import ApiToken, User
 from holdback.store.repository import Store
@@ -75,6 +77,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     enable.add_argument("name")
     _store_flags(enable)
     enable.set_defaults(handler=run_user_enable)
+    team_commands.add_user_commands(user_commands)
 
     token = subparsers.add_parser("token", help="manage API tokens")
     token_commands = token.add_subparsers(dest="token_command", metavar="COMMAND", required=True)
@@ -246,24 +249,38 @@ def run_demo(args: argparse.Namespace) -> int:
     return serve(settings, banner="demo  (the leak demonstration)")
 
 
-async def _open_store(args: argparse.Namespace) -> Store:
-    env = dict(os.environ)
-    data_dir = ensure_data_dir(resolve_data_dir(args.data_dir, env))
-    url = resolve_database_url(args.database_url, env, data_dir)
-    return await Store.open(url, vault_key=load_vault_key(data_dir, env))
-
-
-def _with_store(args: argparse.Namespace, work: Callable[[Store], Awaitable[T]]) -> T:
-    """Run `work(store)` on the store the flags name, and close it."""
+def _with_store(
+    args: argparse.Namespace, work: Callable[[Store], Awaitable[T]], *, create: bool = False
+) -> T:
+    """Run `work(store)` on the store the flags name, and close it. Only `create` (the first
+    `user add`, which makes a team's first admin) may make a new store, and it says so."""
+    if create:
+        opened = _new_or_existing(args)
+    else:
+        url, key = team_commands.existing_store(args)
+        opened = team_commands.open_existing_store(url, key)
 
     async def run() -> T:
-        store = await _open_store(args)
+        store = await opened
         try:
             return await work(store)
         finally:
             await store.close()
 
     return asyncio.run(run())
+
+
+async def _new_or_existing(args: argparse.Namespace) -> Store:
+    env = dict(os.environ)
+    try:
+        url, key = team_commands.existing_store(args)
+    except ConfigurationError:
+        data_dir = ensure_data_dir(resolve_data_dir(args.data_dir, env))
+        url = resolve_database_url(args.database_url, env, data_dir)
+        print(f"holdback: no store yet: creating {parse_database_url(url).describe()}",
+              file=sys.stderr)  # fmt: skip
+        return await Store.open(url, vault_key=load_vault_key(data_dir, env))
+    return await Store.open(url, vault_key=key)
 
 
 async def _user_named(store: Store, name: str) -> User:
@@ -290,8 +307,9 @@ def run_user_add(args: argparse.Namespace) -> int:
 
     async def work(store: Store) -> None:
         await store.create_user(args.name, password_hash)
+        await store.record_admin(team_commands.CLI_ACTOR, "user.add", args.name)
 
-    _with_store(args, work)
+    _with_store(args, work, create=True)
     print(f"user {args.name} created", file=sys.stderr)
     return 0
 
@@ -315,6 +333,9 @@ def _set_disabled(args: argparse.Namespace, disabled: bool) -> None:
         await _user_named(store, args.name)
         change = store.disable_user if disabled else store.enable_user
         _, changed = await change(args.name)
+        if changed:
+            action = "user.disable" if disabled else "user.enable"
+            await store.record_admin(team_commands.CLI_ACTOR, action, args.name)
         return changed
 
     done, unchanged = _DISABLE_MESSAGES[disabled]
@@ -339,7 +360,10 @@ def run_token_create(args: argparse.Namespace) -> int:
                 f"user {args.name} is disabled; enable it first with holdback user enable"
             )
         token = await store.create_api_token(user.id, "cli")
-        return token, await store.find_api_token(token)
+        listed = await store.find_api_token(token)
+        target = f"{args.name} {listed.id}" if listed is not None else args.name
+        await store.record_admin(team_commands.CLI_ACTOR, "token.create", target)
+        return token, listed
 
     token, listed = _with_store(args, work)
     print(token)
@@ -379,7 +403,11 @@ def run_token_list(args: argparse.Namespace) -> int:
 
 def run_token_revoke(args: argparse.Namespace) -> int:
     async def work(store: Store) -> tuple[ApiToken, bool]:
-        return await store.revoke_api_token(args.id)
+        token, changed = await store.revoke_api_token(args.id)
+        if changed:
+            target = f"{token.user_name} {token.id}"
+            await store.record_admin(team_commands.CLI_ACTOR, "token.revoke", target)
+        return token, changed
 
     token, changed = _with_store(args, work)
     if changed:

@@ -33,17 +33,18 @@ import secrets
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from holdback.app.viewers import Views, view_vault
+from holdback.app.viewers import TooManyViewsError, Views, view_vault
+from holdback.app.watching import Watcher, Watchers, policy_for
 from holdback.detect import DetectorSet, TermMatcher
 from holdback.errors import HoldbackError, describe, wire_message
 from holdback.providers.base import ChatMessage, ChatRequest, Provider
 from holdback.pseudonymize import Analysis, Masked, Pseudonymizer, restore_in_order, spellings
 from holdback.reply.frames import MaskedSpan, MessageAccepted
-from holdback.reveal import OWNER, RevealPolicy
+from holdback.reveal import LITERAL, OWNER, RevealPolicy, Rules
 from holdback.store.records import Message, VaultItem
 from holdback.store.repository import Store
 from holdback.stream import Guard, GuardMode, ReplyFilter, Restorer, restore
@@ -56,6 +57,7 @@ from holdback.vault import Vault
 __all__ = ["ChatError", "ChatService", "OffLoop", "Reply", "json_escape", "make_title"]
 
 log = logging.getLogger("holdback.pipeline")
+RULES_TTL = 1.0  # seconds a read of the reveal rules is used for
 
 WireFrame = dict[str, Any]
 Emit = Callable[[WireFrame], None]
@@ -97,12 +99,16 @@ class Reply:
     views: Views | None = None
     # Connections that asked to watch before the reply's views existed.
     waiting: list[tuple[Emit, RevealPolicy]] = field(default_factory=list)
+    # Who was shown the reply, under which policy: their reveals are audited with it.
+    viewers: dict[str, RevealPolicy] = field(default_factory=dict)
 
-    def attach(self, emit: Emit, policy: RevealPolicy) -> None:
+    def attach(self, emit: Emit, policy: RevealPolicy, viewer_id: str | None = None) -> None:
         if self.views is None:
             self.waiting.append((emit, policy))
         else:
             self.views.attach(emit, policy)
+        if viewer_id is not None:
+            self.viewers[viewer_id] = policy
 
     def detach(self, emit: Emit) -> None:
         self.waiting = [(e, p) for e, p in self.waiting if e is not emit]
@@ -159,6 +165,8 @@ class ChatService:
         self.pseudonymizer = Pseudonymizer(masking, phone_region=phone_region)
         self.limiter = RateLimiter(rate_limit_per_minute)
         self.replies: dict[str, Reply] = {}
+        self.watchers = Watchers()
+        self._rules_cache: tuple[float, Rules] | None = None
         self.offload_chars = offload_chars
         self.off_loop = OffLoop(offload_workers)
 
@@ -173,15 +181,23 @@ class ChatService:
         if conversation_id is not None and conversation_id in self.replies:
             # Refused before the vault is read and decrypted; checked again below, after the
             # awaits, because a reply may have started meanwhile.
-            await self._check_owner(user_id, conversation_id)
+            await self._writable(user_id, conversation_id)
             raise ConversationBusyError
         # A new conversation is created by its first write (the vault's or the turn's).
         creating: str | None = None
+        owner_id = user_id
         if conversation_id is None:
             conversation_id, stored_title, vault = self.store.new_conversation_id(), "", Vault()
             creating = user_id
+            policy = await self._policy(user_id, owner=True)
         else:
+            # The owner's own conversation (one read), else one shared with them to continue.
             opened = await self.store.open_conversation(conversation_id, user_id)
+            if opened is not None:
+                policy = await self._policy(user_id, owner=True)
+            else:
+                owner_id, policy = await self._writable(user_id, conversation_id)
+                opened = await self.store.open_conversation(conversation_id, owner_id)
             if opened is None:
                 raise UnknownConversationError
             conversation, stored = opened
@@ -216,7 +232,7 @@ class ChatService:
                 masked_text,
                 meta={"masked": spans},
                 title=title,
-                owner_id=user_id,
+                owner_id=owner_id,
                 masked=Counter(m.kind for m in masked),
                 spellings=typed,
                 create_for=None if created else creating,
@@ -238,15 +254,81 @@ class ChatService:
                 accepted_title,
             ).wire()
         )
-        reply.attach(emit, OWNER)
+        reply.attach(emit, policy, user_id)
+        await self._attach_watchers(reply, emit)
         return reply
 
-    async def _check_owner(self, user_id: str, conversation_id: str) -> None:
-        if await self.store.get_conversation(conversation_id, user_id) is None:
+    async def watch(self, viewer_id: str, conversation_id: str, emit: Emit) -> Reply | None:
+        """Send `emit` the conversation's reply in flight (from its start), which is returned,
+        and every later one, under the viewer's policy; `not_found` if they may not read it."""
+        if await policy_for(self.store, viewer_id, conversation_id, await self._rules()) is None:
             raise UnknownConversationError
+        watcher = Watcher(emit, viewer_id)
+        if not self.watchers.add(conversation_id, watcher):
+            return None
+        reply = self.replies.get(conversation_id)
+        if reply is not None:
+            await self._attach(reply, watcher)
+        return reply
+
+    def unwatch(self, emit: Emit) -> None:
+        """A connection is gone: it watches nothing any more."""
+        self.watchers.remove(emit)
+
+    async def _attach_watchers(self, reply: Reply, sender: Emit) -> None:
+        for watcher in self.watchers.of(reply.conversation_id):
+            if watcher.emit != sender:
+                await self._attach(reply, watcher)
+
+    async def _attach(self, reply: Reply, watcher: Watcher) -> None:
+        """Attach a watcher under its policy as it stands now, or drop it if it lost access."""
+        try:
+            rules = await self._rules()
+            policy = await policy_for(self.store, watcher.viewer_id, reply.conversation_id, rules)
+        except HoldbackError as exc:
+            log.warning("a watcher could not be attached: %s", type(exc).__name__)
+            return
+        if policy is None:
+            self.watchers.drop(reply.conversation_id, watcher)
+            return
+        try:
+            reply.attach(watcher.emit, policy, watcher.viewer_id)
+        except TooManyViewsError:
+            log.warning("a reply has as many distinct viewers' policies as it may")
+
+    async def _policy(self, viewer_id: str, *, owner: bool) -> RevealPolicy:
+        rules = await self._rules()
+        if owner:
+            return rules.for_viewer(owner=True)
+        return rules.for_viewer(owner=False, groups=await self.store.groups_of(viewer_id))
+
+    async def _rules(self) -> Rules:
+        """The organisation's reveal rules, read at most once every `RULES_TTL` seconds (a
+        change made on another server holds within that; `rules_changed` for this one's)."""
+        now = time.monotonic()
+        cached = self._rules_cache
+        if cached is not None and now - cached[0] < RULES_TTL:
+            return cached[1]
+        rules = await self.store.reveal_rules()
+        self._rules_cache = (now, rules)
+        return rules
+
+    def rules_changed(self) -> None:
+        self._rules_cache = None
+
+    async def _writable(self, user_id: str, conversation_id: str) -> tuple[str, RevealPolicy]:
+        """The owner's id and the writer's policy, if `user_id` may continue the conversation
+        (its owner, or shared with them to continue); else `not_found`."""
+        access = await self.store.access_of(conversation_id, user_id)
+        if access not in ("owner", "write"):
+            raise UnknownConversationError
+        owner_id = user_id if access == "owner" else await self.store.owner_of(conversation_id)
+        if owner_id is None:
+            raise UnknownConversationError
+        return owner_id, await self._policy(user_id, owner=access == "owner")
 
     async def cancel(self, user_id: str, conversation_id: str) -> bool:
-        await self._check_owner(user_id, conversation_id)
+        await self._writable(user_id, conversation_id)
         reply = self.replies.get(conversation_id)
         if reply is None or reply.task is None:
             return False
@@ -348,6 +430,7 @@ class _ReplyPump:
         self.service = service
         self.reply = reply
         entries = [e for e in vault.entries() if e.kind != FORBIDDEN]
+        self._kinds = {e.token: e.kind for e in entries}
         indexes: dict[RevealPolicy, tuple[TokenIndex, Vault]] = {OWNER: (reply_index(vault), vault)}
 
         def make_filter(
@@ -375,6 +458,21 @@ class _ReplyPump:
     def _storable(self) -> tuple[str, dict[str, str]]:
         outcome = self.views.outcome()
         return outcome.text, outcome.parts
+
+    def reveals(self, texts: Iterable[str]) -> list[tuple[str, str, str, str]]:
+        """(viewer, token, kind, level) for each value the reply showed a viewer plain or
+        masked: the tokens its stored text holds, at each viewer's level for their kind."""
+        tokens = sorted({m.group(0) for text in texts for m in find_tokens(text)})
+        out: list[tuple[str, str, str, str]] = []
+        for viewer_id, policy in self.reply.viewers.items():
+            for token in tokens:
+                kind = self._kinds.get(token)
+                if kind is None or kind == LITERAL:
+                    continue
+                level = policy.level(kind)
+                if level != "label":
+                    out.append((viewer_id, token, kind, level))
+        return out
 
     async def run(self, history: list[Message]) -> None:
         request = ChatRequest(
@@ -423,6 +521,7 @@ class _ReplyPump:
                 redacted=outcome.redacted,
                 blocked=outcome.blocked,
                 checkpointed=self.checkpoint.tried,
+                reveals=self.reveals([outcome.text, *outcome.parts.values()]),
             )
 
         stored = store()

@@ -7,10 +7,10 @@ the host or origin is foreign or nobody is signed in.
 
 A socket is bounded like every other resource (docs/limits.md): more than `ws_frame_rate`
 frames in a second get `too_many_frames` and close 1008; a socket silent for `ws_idle_timeout`
-with no reply streaming to it closes 1000 (`idle`). Its credential is checked again before
-every frame and every `ws_recheck` seconds of silence, and logging out ends it at once: a
-socket whose credential is gone gets `session_ended` and closes 1008. Replies it started go on
-and are stored.
+with no reply streaming to it, and watching no conversation, closes 1000 (`idle`). Its
+credential is checked again before every frame and every `ws_recheck` seconds of silence, and
+logging out ends it at once: a socket whose credential is gone gets `session_ended` and closes
+1008. Replies it started go on and are stored.
 """
 
 from __future__ import annotations
@@ -73,6 +73,7 @@ class _Watch:
         self.clock = loop.time
         self.last_frame = self.clock()
         self.last_check = self.last_frame
+        self.watches = False  # the socket watches a conversation (`watch` frames)
 
     def end(self) -> None:
         self.ended.set()
@@ -99,7 +100,8 @@ class _Watch:
                 streaming = {r.task for r in watching if r.task is not None and not r.task.done()}
                 now = self.clock()
                 due = self.last_check + self.recheck if self.checks else math.inf
-                idle_at = math.inf if streaming else self.last_frame + self.idle
+                # A socket that watches a conversation waits for its replies: never idle.
+                idle_at = math.inf if streaming or self.watches else self.last_frame + self.idle
                 wake = min(due, idle_at)
                 done, _ = await asyncio.wait(
                     {receiving, ending, *streaming},
@@ -174,7 +176,7 @@ async def chat_socket(websocket: WebSocket) -> None:
                 await sender.drain()
                 await websocket.close(code=1009)
                 break
-            reply = await _handle(runtime, user.id, text, sender)
+            reply = await _handle(runtime, user.id, text, sender, watch)
             watching = [r for r in watching if r.task is None or not r.task.done()]
             if reply is not None:
                 watching.append(reply)
@@ -183,7 +185,8 @@ async def chat_socket(websocket: WebSocket) -> None:
     finally:
         if watch.key is not None:
             runtime.auth.sockets.remove(watch.key, watch.end)
-        for reply in watching:
+        runtime.service.unwatch(sender.send)
+        for reply in list(runtime.service.replies.values()):
             reply.detach(sender.send)
         sender.stop()
         with contextlib.suppress(Exception):
@@ -198,7 +201,9 @@ async def _close_with(sender: Sender, websocket: WebSocket, code: str, close_cod
         await websocket.close(code=close_code)
 
 
-async def _handle(runtime: Runtime, user_id: str, text: str, sender: Sender) -> Reply | None:
+async def _handle(
+    runtime: Runtime, user_id: str, text: str, sender: Sender, watch: _Watch
+) -> Reply | None:
     try:
         frame = orjson.loads(text)
     except orjson.JSONDecodeError:
@@ -211,9 +216,11 @@ async def _handle(runtime: Runtime, user_id: str, text: str, sender: Sender) -> 
     if kind is None:
         sender.send(error_frame("missing_field", "a frame needs a 'type'"))
         return None
-    if kind not in ("user_message", "cancel"):
+    if kind not in ("user_message", "cancel", "watch"):
         sender.send(
-            error_frame("unknown_type", "unknown frame type; expected user_message or cancel")
+            error_frame(
+                "unknown_type", "unknown frame type; expected user_message, cancel or watch"
+            )
         )
         return None
     if "conversation_id" not in frame:
@@ -225,11 +232,15 @@ async def _handle(runtime: Runtime, user_id: str, text: str, sender: Sender) -> 
         return None
     service = runtime.service
     try:
-        if kind == "cancel":
+        if kind in ("cancel", "watch"):
             if conversation_id is None:
-                sender.send(error_frame("missing_field", "cancel needs a 'conversation_id'"))
+                sender.send(error_frame("missing_field", f"{kind} needs a 'conversation_id'"))
                 return None
-            await service.cancel(user_id, conversation_id)
+            if kind == "watch":
+                watch.watches = True
+                return await service.watch(user_id, conversation_id, sender.send)
+            else:
+                await service.cancel(user_id, conversation_id)
             return None
         body = frame.get("text")
         if body is None:
@@ -251,7 +262,7 @@ async def _handle(runtime: Runtime, user_id: str, text: str, sender: Sender) -> 
         return await service.submit(user_id, conversation_id, body, sender.send)
     except HoldbackError as exc:
         # Each error carries its own wire code; its message is ours, never the exception's.
-        if exc.code not in ("not_found", "busy", "rate_limited"):
+        if exc.code not in ("not_found", "busy", "rate_limited", "too_many_watchers"):
             log.warning("a chat request failed: %s", type(exc).__name__)
         sender.send(error_frame(exc.code, conversation_id=conversation_id))
     return None

@@ -48,6 +48,7 @@ from holdback.store.schema import (
     MessageRow,
     MessageSpellingRow,
     ReplyCheckpointRow,
+    RevealEventRow,
     UserRow,
     VaultEntryRow,
 )
@@ -60,6 +61,8 @@ _vault = cast(Table, VaultEntryRow.__table__)
 _audit = cast(Table, AuditEventRow.__table__)
 _spellings = cast(Table, MessageSpellingRow.__table__)
 _checkpoints = cast(Table, ReplyCheckpointRow.__table__)
+_reveals = cast(Table, RevealEventRow.__table__)
+_REVEAL_BATCH = 256  # rows per INSERT (8 columns: well within SQLite's parameter limit)
 
 # The conversation and its vault entries, in `vault.load`'s order, in one statement.
 _OPEN = (
@@ -90,6 +93,9 @@ _HISTORY = (
 
 _INSERT_TURN = insert_rows(_messages, 2)  # the user's message and the reply's placeholder
 _INSERT_CONVERSATION = insert_rows(_conversations, 1)
+_OWNER = select(_conversations.c.owner_id).where(
+    _conversations.c.id == bindparam("conversation_id")
+)
 _USER_EXISTS = select(_users.c.id).where(_users.c.id == bindparam("owner_id"))
 _INSERT_AUDIT = {rows: insert_rows(_audit, rows) for rows in (1, 2)}
 _INSERT_SPELLINGS = insert_rows(_spellings, 1)
@@ -201,6 +207,12 @@ def create(
     return conversation
 
 
+def owner(run: Runner, conversation_id: str) -> str | None:
+    """The id of the conversation's owner, or None if there is no such conversation."""
+    rows = run.rows(_OWNER, {"conversation_id": conversation_id})
+    return str(rows[0].owner_id) if rows else None
+
+
 def history(run: Runner, conversation_id: str) -> list[Message]:
     """The conversation's messages, a reply cut off mid-stream as far as it was saved."""
     found = run.rows(_HISTORY, {"conversation_id": conversation_id})
@@ -278,9 +290,11 @@ def finish(
     audits: Sequence[tuple[str, dict[str, int]]],
     *,
     checkpointed: bool = True,
+    reveals: Sequence[tuple[str, str, str, str]] = (),
 ) -> None:
     """Store the reply's final text, parts, status and finish reason, and its audit events;
-    the checkpoints saved while it streamed go (if it may have any: `checkpointed`)."""
+    the checkpoints saved while it streamed go (if it may have any: `checkpointed`); the
+    values it showed, `reveals` (viewer, token, kind, level), are audited with it."""
     now = datetime.now(UTC)
     _lock_and_touch(run, conversation_id, now)
     params = {f"b_{name}": value for name, value in values.items()}
@@ -292,3 +306,10 @@ def finish(
     rows = _audit_rows(conversation_id, message_id, audits, now)
     if rows:
         run.run(_INSERT_AUDIT[len(rows)], numbered(rows))
+    for start in range(0, len(reveals), _REVEAL_BATCH):
+        batch = [
+            {"viewer_id": viewer, "conversation_id": conversation_id, "message_id": message_id,
+             "token": token, "kind": kind, "level": level, "created_at": now}
+            for viewer, token, kind, level in reveals[start : start + _REVEAL_BATCH]
+        ]  # fmt: skip
+        run.run(insert_rows(_reveals, len(batch)), numbered(batch))

@@ -1,0 +1,432 @@
+"""`holdback user|group|policy|audit …`: a team's users, groups, reveal policies and audit trail.
+
+The rules:
+- Every command acts on the store `serve` uses (`--data-dir`, `--database-url`, or their
+  variables), and only on an existing one: a data directory, database or vault key that does
+  not exist, or a database with no holdback schema, is refused with one line naming it;
+  nothing is created (`holdback serve` or `holdback db upgrade` makes a store).
+- Every change is recorded as an admin event (the actor is the command line), by name: a
+  user, a group or a kind, never a password, a token or a value.
+- Output is for people: one line on stderr says what changed, or that nothing had to; lists
+  are aligned tables on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import os
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from holdback.errors import ConfigurationError
+from holdback.reveal import LEVELS
+from holdback.store.crypto import VaultKey, load_vault_key
+from holdback.store.engine import parse_database_url
+from holdback.store.locations import resolve_data_dir, resolve_database_url
+from holdback.store.repository import Store
+
+T = TypeVar("T")
+Handler = Callable[[argparse.Namespace], int]
+CLI_ACTOR = None  # admin events from the command line name no user
+
+
+def store_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--database-url", help="database URL (HOLDBACK_DATABASE_URL)")
+    parser.add_argument("--data-dir", help="data directory (HOLDBACK_DATA_DIR)")
+
+
+def existing_store(args: argparse.Namespace) -> tuple[str, VaultKey]:
+    """The database URL and vault key `serve` would use, which must exist already."""
+    env = dict(os.environ)
+    data_dir = resolve_data_dir(args.data_dir, env)
+    if not data_dir.is_dir():
+        raise ConfigurationError(
+            f"there is no holdback data directory at {data_dir}; run holdback serve (or "
+            "holdback db upgrade) there first, or name another with --data-dir"
+        )
+    url = resolve_database_url(args.database_url, env, data_dir)
+    target = parse_database_url(url)
+    if target.is_sqlite and not Path(target.sqlite_path).is_file():
+        raise ConfigurationError(
+            f"there is no holdback database at {target.sqlite_path}; run holdback serve (or "
+            "holdback db upgrade) first, or name another with --database-url"
+        )
+    return url, load_vault_key(data_dir, env, create=False)
+
+
+async def open_existing_store(url: str, key: VaultKey) -> Store:
+    """Open a store without migrating it: one with no holdback schema is refused."""
+    return await Store.open(url, vault_key=key, migrate=False)
+
+
+def with_store(args: argparse.Namespace, work: Callable[[Store], Awaitable[T]]) -> T:
+    url, key = existing_store(args)
+
+    async def run() -> T:
+        store = await open_existing_store(url, key)
+        try:
+            return await work(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(run())
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+def _table(rows: Sequence[Sequence[str]]) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True)]
+        print("  ".join([*cells, row[-1]]).rstrip())
+
+
+def _when(moment: datetime | None) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC") if moment is not None else "-"
+
+
+def _command(
+    commands: argparse._SubParsersAction[Any], name: str, help_text: str, handler: Handler
+) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = commands.add_parser(name, help=help_text)
+    store_flags(parser)
+    parser.set_defaults(handler=handler)
+    return parser
+
+
+# -- users --------------------------------------------------------------------------------
+
+
+def add_user_commands(commands: argparse._SubParsersAction[Any]) -> None:
+    """`user list`, `user role`, `user delete` (beside `user add|disable|enable`)."""
+    _command(commands, "list", "list users: name, role, state, created", run_user_list)
+    role = _command(commands, "role", "make a user an admin or a member", run_user_role)
+    role.add_argument("name")
+    role.add_argument("role", choices=("admin", "member"))
+    delete = _command(
+        commands,
+        "delete",
+        "delete a user; their conversations go to an admin (--give-to) or are shredded",
+        run_user_delete,
+    )
+    delete.add_argument("name")
+    fate = delete.add_mutually_exclusive_group(required=True)
+    fate.add_argument("--give-to", metavar="ADMIN", help="the admin who gets the conversations")
+    fate.add_argument(
+        "--shred",
+        action="store_true",
+        help="delete the conversations with their vaults (the values are gone for good)",
+    )
+
+
+def run_user_list(args: argparse.Namespace) -> int:
+    users = with_store(args, lambda store: store.list_users())
+    rows = [("NAME", "ROLE", "STATE", "CREATED")]
+    rows += [
+        (u.name, u.role, "disabled" if u.disabled else "active", _when(u.created_at)) for u in users
+    ]
+    _table(rows)
+    return 0
+
+
+def run_user_role(args: argparse.Namespace) -> int:
+    async def work(store: Store) -> bool:
+        _, changed = await store.set_role(args.name, args.role)
+        if changed:
+            await store.record_admin(CLI_ACTOR, "user.role", f"{args.name} {args.role}")
+        return changed
+
+    changed = with_store(args, work)
+    _say(f"user {args.name} {'is now' if changed else 'was already'} {args.role}")
+    return 0
+
+
+def run_user_delete(args: argparse.Namespace) -> int:
+    async def work(store: Store) -> int:
+        owned = await store.delete_user(args.name, conversations_to=args.give_to)
+        fate = f"given to {args.give_to}" if args.give_to else "shredded"
+        await store.record_admin(CLI_ACTOR, "user.delete", f"{args.name} ({fate})")
+        return owned
+
+    owned = with_store(args, work)
+    fate = f"went to {args.give_to}" if args.give_to else "were deleted with their vaults"
+    _say(f"user {args.name} deleted; their {owned} conversation(s) {fate}")
+    return 0
+
+
+# -- groups -------------------------------------------------------------------------------
+
+
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
+    group = subparsers.add_parser("group", help="manage groups (reveal policies are per group)")
+    groups = group.add_subparsers(dest="group_command", metavar="COMMAND", required=True)
+    add = _command(groups, "add", "create a group", run_group_add)
+    add.add_argument("name")
+    rename = _command(groups, "rename", "rename a group", run_group_rename)
+    rename.add_argument("old")
+    rename.add_argument("new")
+    delete = _command(
+        groups, "delete", "delete a group (its levels and shares go)", run_group_delete
+    )
+    delete.add_argument("name")
+    _command(groups, "list", "list groups and their members", run_group_list)
+    member = groups.add_parser("member", help="add or remove a group's members")
+    members = member.add_subparsers(dest="member_command", metavar="COMMAND", required=True)
+    for name, handler in (("add", run_member_add), ("remove", run_member_remove)):
+        parser = _command(members, name, f"{name} a member", handler)
+        parser.add_argument("group")
+        parser.add_argument("user")
+
+    policy = subparsers.add_parser("policy", help="how values are shown to viewers (reveal levels)")
+    policies = policy.add_subparsers(dest="policy_command", metavar="COMMAND", required=True)
+    for name, handler, help_text in (
+        ("set", run_policy_set, "set a kind's level for a group (or --default)"),
+        ("clear", run_policy_clear, "remove a kind's level for a group (or --default)"),
+    ):
+        parser = _command(policies, name, help_text, handler)
+        parser.add_argument(
+            "--default", action="store_true", help="the organisation default, not a group"
+        )
+        parser.add_argument(
+            "scope", nargs="+", metavar="[GROUP] KIND" + (" LEVEL" * (name == "set"))
+        )
+    never = _command(
+        policies, "never-restore", "show a kind's values plain to nobody", run_never_restore
+    )
+    never.add_argument("kind")
+    allow = _command(policies, "allow-restore", "undo never-restore for a kind", run_allow_restore)
+    allow.add_argument("kind")
+    _command(policies, "list", "list the levels set and the never-restored kinds", run_policy_list)
+
+    audit = _command(
+        subparsers, "audit", "print the audit trail (reveals and admin actions)", run_audit
+    )
+    audit.add_argument("--user", metavar="NAME", help="only reveals to this user")
+    audit.add_argument("--conversation", metavar="ID", help="only this conversation")
+    audit.add_argument("--since", metavar="TIME", help="ISO time, e.g. 2026-12-01T09:00")
+    audit.add_argument("--until", metavar="TIME", help="ISO time")
+    audit.add_argument("--csv", action="store_true", help="CSV on stdout")
+    audit.add_argument("--limit", type=int, default=1000)
+
+
+def run_group_add(args: argparse.Namespace) -> int:
+    async def work(store: Store) -> None:
+        await store.create_group(args.name)
+        await store.record_admin(CLI_ACTOR, "group.create", args.name)
+
+    with_store(args, work)
+    _say(f"group {args.name} created")
+    return 0
+
+
+def run_group_rename(args: argparse.Namespace) -> int:
+    async def work(store: Store) -> None:
+        await store.rename_group(args.old, args.new)
+        await store.record_admin(CLI_ACTOR, "group.rename", f"{args.old} -> {args.new}")
+
+    with_store(args, work)
+    _say(f"group {args.old} is now {args.new}")
+    return 0
+
+
+def run_group_delete(args: argparse.Namespace) -> int:
+    async def work(store: Store) -> None:
+        await store.delete_group(args.name)
+        await store.record_admin(CLI_ACTOR, "group.delete", args.name)
+
+    with_store(args, work)
+    _say(f"group {args.name} deleted")
+    return 0
+
+
+def run_group_list(args: argparse.Namespace) -> int:
+    groups = with_store(args, lambda store: store.list_groups())
+    rows = [("GROUP", "MEMBERS")]
+    rows += [(g.name, ", ".join(g.members) or "-") for g in groups]
+    _table(rows)
+    return 0
+
+
+def _membership(args: argparse.Namespace, adding: bool) -> None:
+    async def work(store: Store) -> bool:
+        change = store.add_member if adding else store.remove_member
+        changed = await change(args.group, args.user)
+        if changed:
+            action = "group.member.add" if adding else "group.member.remove"
+            await store.record_admin(CLI_ACTOR, action, f"{args.group} {args.user}")
+        return changed
+
+    changed = with_store(args, work)
+    if adding:
+        _say(f"{args.user} {'joined' if changed else 'was already in'} group {args.group}")
+    else:
+        _say(f"{args.user} {'left' if changed else 'was not in'} group {args.group}")
+
+
+def run_member_add(args: argparse.Namespace) -> int:
+    _membership(args, True)
+    return 0
+
+
+def run_member_remove(args: argparse.Namespace) -> int:
+    _membership(args, False)
+    return 0
+
+
+# -- policies -----------------------------------------------------------------------------
+
+
+def _scope(args: argparse.Namespace, words: int) -> tuple[str | None, list[str]]:
+    """(group or None for --default, the remaining words), checked for their number."""
+    parts: list[str] = list(args.scope)
+    wanted = words if args.default else words + 1
+    if len(parts) != wanted:
+        shape = " ".join(["KIND", "LEVEL"][:words])
+        raise ConfigurationError(f"expected GROUP {shape}, or --default {shape}")
+    if args.default:
+        return None, parts
+    return parts[0], parts[1:]
+
+
+def _scope_name(group: str | None) -> str:
+    return "the organisation default" if group is None else f"group {group}"
+
+
+def run_policy_set(args: argparse.Namespace) -> int:
+    group, (kind, level) = _scope(args, 2)
+    if level not in LEVELS:
+        raise ConfigurationError(f"a level is one of {', '.join(LEVELS)}, not {level!r}")
+
+    async def work(store: Store) -> bool:
+        changed = await store.set_level(group, kind, level)
+        if changed:
+            target = f"{group or '(default)'} {kind} {level}"
+            await store.record_admin(CLI_ACTOR, "policy.set", target)
+        return changed
+
+    changed = with_store(args, work)
+    said = "now" if changed else "already"
+    _say(f"{kind} is {said} shown at {level} to {_scope_name(group)}")
+    return 0
+
+
+def run_policy_clear(args: argparse.Namespace) -> int:
+    group, (kind,) = _scope(args, 1)
+
+    async def work(store: Store) -> bool:
+        changed = await store.clear_level(group, kind)
+        if changed:
+            await store.record_admin(CLI_ACTOR, "policy.clear", f"{group or '(default)'} {kind}")
+        return changed
+
+    changed = with_store(args, work)
+    _say(f"{_scope_name(group)} {'no longer sets' if changed else 'did not set'} {kind}")
+    return 0
+
+
+def _restore(args: argparse.Namespace, never: bool) -> None:
+    async def work(store: Store) -> bool:
+        changed = await (store.never_restore if never else store.allow_restore)(args.kind)
+        if changed:
+            action = "policy.never_restore" if never else "policy.allow_restore"
+            await store.record_admin(CLI_ACTOR, action, args.kind)
+        return changed
+
+    changed = with_store(args, work)
+    if never:
+        _say(f"{args.kind} {'is now' if changed else 'was already'} never restored, to anyone")
+    else:
+        _say(f"{args.kind} {'may be restored again' if changed else 'was not never-restored'}")
+
+
+def run_never_restore(args: argparse.Namespace) -> int:
+    _restore(args, True)
+    return 0
+
+
+def run_allow_restore(args: argparse.Namespace) -> int:
+    _restore(args, False)
+    return 0
+
+
+def run_policy_list(args: argparse.Namespace) -> int:
+    async def work(store: Store) -> tuple[list[Any], frozenset[str]]:
+        return await store.list_levels(), (await store.reveal_rules()).never_restore
+
+    levels, never = with_store(args, work)
+    rows = [("SCOPE", "KIND", "LEVEL")]
+    rows += [(s.group or "(default)", s.kind, s.level) for s in levels]
+    rows += [("(everyone)", kind, "never restored") for kind in sorted(never)]
+    _table(rows)
+    return 0
+
+
+# -- audit --------------------------------------------------------------------------------
+
+
+def _moment(text: str | None, flag: str) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ConfigurationError(f"{flag} must be an ISO time such as 2026-12-01T09:00") from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def csv_cell(text: str) -> str:
+    """A cell a spreadsheet shows as text: one that could start a formula is quoted."""
+    if text == "-":
+        return ""
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
+AUDIT_COLUMNS = ("time", "event", "who", "conversation", "message", "token", "kind", "level")
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    since, until = _moment(args.since, "--since"), _moment(args.until, "--until")
+
+    async def work(store: Store) -> list[tuple[str, ...]]:
+        names = {u.id: u.name for u in await store.list_users()}
+        viewer = None
+        if args.user is not None:
+            viewer = next((i for i, n in names.items() if n == args.user), None)
+            if viewer is None:
+                raise ConfigurationError(f"no user named {args.user!r}")
+        reveals = await store.list_reveal_events(
+            viewer_id=viewer, conversation_id=args.conversation, since=since, until=until,
+            limit=args.limit,
+        )  # fmt: skip
+        rows: list[tuple[datetime, tuple[str, ...]]] = [
+            (e.created_at, (_when(e.created_at), "reveal", names.get(e.viewer_id or "", "-"),
+                            e.conversation_id or "-", e.message_id or "-", e.token, e.kind,
+                            e.level))
+            for e in reveals
+        ]  # fmt: skip
+        if args.user is None and args.conversation is None:
+            admin = await store.list_admin_events(since=since, until=until, limit=args.limit)
+            rows += [
+                (e.created_at, (_when(e.created_at), e.action,
+                                names.get(e.actor_id or "", "(command line)"), "-", "-", "-",
+                                "-", e.target))
+                for e in admin
+            ]  # fmt: skip
+        rows.sort(key=lambda row: row[0], reverse=True)
+        return [row for _, row in rows[: args.limit]]
+
+    rows = with_store(args, work)
+    if args.csv:
+        writer = csv.writer(sys.stdout)
+        writer.writerow(AUDIT_COLUMNS)
+        writer.writerows([csv_cell(cell) for cell in row] for row in rows)
+    else:
+        _table([tuple(c.upper() for c in AUDIT_COLUMNS), *rows])
+    return 0

@@ -290,6 +290,13 @@ function createApp() {
       return;
     }
     session = { ...session, user: null };
+    // Nothing of the last user stays behind: not the open conversation's id in the URL, not
+    // the list, not the messages (their values were restored for that user only).
+    window.history.replaceState(null, '', window.location.pathname + window.location.search);
+    chat.reset();
+    list.setItems([]);
+    list.setActive(null);
+    showTitle(UNTITLED);
     showLogin();
   });
   window.addEventListener('hashchange', openRoute);

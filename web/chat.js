@@ -357,6 +357,22 @@ export class Chat extends EventTarget {
     this.emitState();
   }
 
+  /** Signed out: forget everything shown and held for the last user (values included). */
+  reset() {
+    clearTimeout(this.pollTimer);
+    this.loadSeq += 1;
+    this.currentId = null;
+    this.views = new Map();
+    this.live.clear();
+    this.pending = [];
+    this.streamingByConv.clear();
+    this.awaitingReply.clear();
+    this.streamingElsewhere.clear();
+    this.mode = 'restored';
+    this.setMessages([]);
+    this.emitState();
+  }
+
   /** The socket is open again: reload what is on screen from the server. */
   onReconnect() {
     this.live.clear();

@@ -108,3 +108,17 @@ def test_demo_sockets_need_a_login_when_the_server_has_logins(
         with client.websocket_connect("/demo/ws/holdback", headers=accounts.bearer("bob")) as ws:
             send(ws, {"type": "start"})
             assert recv(ws)["type"] == "assistant_delta"
+
+
+def test_the_demo_page_and_script_need_a_login_when_the_server_has_logins(
+    tmp_path: Path, accounts: Accounts
+) -> None:
+    settings = make_settings(tmp_path, auth="password")
+    with running_app(settings, DemoProvider(chunk_delay=0)) as client:
+        page = client.get("/demo", follow_redirects=False)
+        assert page.status_code == 303
+        assert page.headers["location"] == "/"
+        assert client.get("/demo/script").status_code == 401
+        bob = accounts.bearer("bob")
+        assert client.get("/demo", headers=bob).status_code == 200
+        assert client.get("/demo/script", headers=bob).json()["tokens"]

@@ -15,7 +15,7 @@ import asyncio
 import random
 
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
@@ -97,8 +97,16 @@ def _holdback_frames(message_id: str) -> list[list[Frame]]:
     return frames
 
 
+async def _signed_in(request: Request) -> bool:
+    """With logins, the demonstration is for signed-in users, like the chat."""
+    runtime: Runtime = request.app.state.runtime
+    return runtime.settings.auth == "none" or await runtime.auth.user(request) is not None
+
+
 async def demo_page(request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
+    if not await _signed_in(request):
+        return RedirectResponse("/", status_code=303)  # the sign-in page
     return FileResponse(runtime.web_dir / "demo.html")
 
 
@@ -109,6 +117,8 @@ async def demo_script(request: Request) -> Response:
             {"code": "forbidden_host", "message": "this server answers only to its own address"},
             status_code=403,
         )
+    if not await _signed_in(request):
+        return JSONResponse({"code": "unauthorized", "message": "sign in first"}, status_code=401)
     return JSONResponse({"tokens": list(VAULT), "values": list(VAULT.values())})
 
 

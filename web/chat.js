@@ -43,6 +43,9 @@ export class Chat extends EventTarget {
     this.pending = [];
     this.streamingByConv = new Map();
     this.awaitingReply = new Set();
+    // Conversations this connection watches (`watch`): replies written elsewhere (another
+    // tab, or the owner of a conversation shared with us) stream in too, as we may see them.
+    this.watched = new Set();
     // Conversations whose reply another connection (a tab, a window, a dropped socket) is
     // still receiving: the server would refuse a new message there as `busy`.
     this.streamingElsewhere = new Set();
@@ -133,6 +136,9 @@ export class Chat extends EventTarget {
     }
     for (const p of this.pending) if (p.conversationId === key) merged.push(p.data);
     this.setMessages(merged);
+    if (!this.watched.has(key) && this.socket.send({ type: 'watch', conversation_id: key })) {
+      this.watched.add(key);
+    }
     if (conversation.title !== undefined) this.emit('title', { id: key, title: conversation.title });
     if (this.mode === 'model') this.loadModelView();
     if (conversation.streaming === true && !this.streamingByConv.has(key)) {
@@ -303,6 +309,11 @@ export class Chat extends EventTarget {
     const first = this.pending[0];
     const matchesPending = first !== undefined && (conversationId === null
       || first.conversationId === null || first.conversationId === conversationId);
+    if (code === 'not_found' && conversationId !== null && this.watched.has(conversationId)
+      && !(first && first.conversationId === conversationId)) {
+      this.watched.delete(conversationId); // no longer ours to watch; the page says so on reload
+      return;
+    }
 
     if (entry) {
       entry.data.error = error;
@@ -368,6 +379,7 @@ export class Chat extends EventTarget {
     this.streamingByConv.clear();
     this.awaitingReply.clear();
     this.streamingElsewhere.clear();
+    this.watched.clear();
     this.mode = 'restored';
     this.setMessages([]);
     this.emitState();
@@ -376,6 +388,7 @@ export class Chat extends EventTarget {
   /** The socket is open again: reload what is on screen from the server. */
   onReconnect() {
     this.live.clear();
+    this.watched.clear(); // a new connection watches nothing yet
     if (this.currentId !== null) {
       this.views = new Map();
       this.open(this.currentId, { quiet: true });

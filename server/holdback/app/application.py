@@ -23,7 +23,7 @@ from starlette.routing import Mount, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from holdback.app import demo, http_api, syntax
+from holdback.app import admin_api, demo, http_api, syntax
 from holdback.app.auth import Authenticator
 from holdback.app.limits import RequestLimits, SecurityHeaders
 from holdback.app.pipeline import ChatService
@@ -145,6 +145,7 @@ def create_app(settings: Settings, provider: Provider | None = None) -> Starlett
 
     routes = [
         *http_api.routes,
+        *admin_api.routes,
         WebSocketRoute("/ws", chat_socket),
         *demo.routes,
         syntax.route,

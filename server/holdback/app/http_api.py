@@ -1,11 +1,17 @@
-"""The HTTP API: session, login, conversations, health.
+"""The HTTP API: session, login, conversations, shares, health (admin routes: `admin_api`).
 
-Every conversation belongs to its owner: another user gets 404 for it, exactly as for one that
-does not exist. What the owner reads is restored (tokens back to values); `?view=model` shows
-what the model saw, tokenized; a user's own message reads back exactly as typed (its sealed
-spellings). A conversation's title is pseudonymized like any other text, and refuses NUL as
-messages do; a title that would overfill the conversation's vault is refused (409
-`vault_full`) and changes nothing. State-changing requests from a foreign origin are refused
+Every conversation belongs to its owner, who may share it with a user or a group, to read it
+or to continue it; anyone else gets 404 for it, exactly as for one that does not exist, and
+only the owner renames, deletes or shares it. What the owner reads is restored (tokens back
+to values, but for kinds never restored); a user it is shared with reads it under their
+reveal policy (`views.Reader`); `?view=model` shows what the model saw, tokenized, to the
+owner and to admins; a user's own message reads back exactly as typed (its sealed spellings)
+where the value is shown plain. Every value a read shows whole or in part is recorded on the
+reveal trail, by token and kind.
+
+A conversation's title is pseudonymized like any other text, and refuses NUL as messages do;
+a title that would overfill the conversation's vault is refused (409 `vault_full`) and
+changes nothing. State-changing requests from a foreign origin are refused
 (403). Logins are throttled (429 with `Retry-After`) and checked off the event loop (see
 `auth.py`); a disabled user is refused exactly like a wrong password; logging out ends the
 session's open WebSockets.
@@ -13,10 +19,13 @@ session's open WebSockets.
 
 from __future__ import annotations
 
+import heapq
 from datetime import timedelta
 from typing import Any
 
 import orjson
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -29,11 +38,29 @@ from holdback.app.auth import (
     session_key,
 )
 from holdback.app.runtime import Runtime
-from holdback.app.views import conversation_json, model_view, owner_title, restore_message
+from holdback.app.views import (
+    Reader,
+    conversation_json,
+    model_view,
+    owner_title,
+    restore_message,
+)
 from holdback.errors import HoldbackError, wire_message
-from holdback.store.errors import VaultFullError
-from holdback.store.records import User
+from holdback.reveal import RevealPolicy
+from holdback.store import conversations
+from holdback.store.errors import (
+    ConversationNotFoundError,
+    GroupNotFoundError,
+    InvalidRecordError,
+    UserNotFoundError,
+    VaultFullError,
+)
+from holdback.store.records import Conversation, Share, SharedConversation, User
+from holdback.store.repository import Store
+from holdback.store.schema import ConversationRow
 from holdback.vault import Vault
+
+MAX_NAME_CHARS = 200  # a user's or a group's name (`store.accounts.MAX_NAME_CHARS`)
 
 
 def _runtime(request: Request) -> Runtime:
@@ -63,6 +90,28 @@ async def _body(request: Request) -> dict[str, Any] | None:
     except orjson.JSONDecodeError:
         return None
     return data if isinstance(data, dict) else None
+
+
+def name_of(body: dict[str, Any] | None, field: str) -> str | None:
+    """`body[field]` if it is a name a user or group can have, else None."""
+    value = body.get(field) if body else None
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_NAME_CHARS:
+        return None
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        return None
+    return value
+
+
+async def any_conversation(store: Store, conversation_id: str) -> Conversation | None:
+    """A conversation whoever owns it (for an admin's `?view=model`)."""
+
+    async def work(session: AsyncSession) -> Conversation | None:
+        row = await session.scalar(
+            select(ConversationRow).where(ConversationRow.id == conversation_id)
+        )
+        return conversations.to_conversation(row) if row is not None else None
+
+    return await store.database.read(work)
 
 
 async def _user(request: Request) -> User | Response:
@@ -154,18 +203,58 @@ async def logout(request: Request) -> Response:
     return response
 
 
+async def _viewer_policy(runtime: Runtime, viewer: User) -> RevealPolicy:
+    """How a viewer who does not own a conversation is shown its values."""
+    rules = await runtime.service._rules()
+    return rules.for_viewer(owner=False, groups=await runtime.store.groups_of(viewer.id))
+
+
+async def _record(
+    runtime: Runtime,
+    viewer: User,
+    conversation_id: str,
+    message_id: str | None,
+    reader: Reader,
+) -> None:
+    """Put what `reader` showed the viewer of one message (or of the title) on the trail."""
+    items = reader.revealed()
+    if items:
+        await runtime.store.record_reveals(viewer.id, conversation_id, message_id, items)
+
+
 async def list_conversations(request: Request) -> Response:
     user = await _user(request)
     if isinstance(user, Response):
         return user
-    store = _runtime(request).store
-    out = []
-    for conversation in await store.list_conversations(user.id):
-        vault = (
-            Vault(await store.load_vault(conversation.id)) if "<" in conversation.title else None
-        )
-        out.append(conversation_json(conversation, vault))
-    return JSONResponse({"conversations": out})
+    runtime = _runtime(request)
+    store = runtime.store
+    owned, found = await store.list_conversations(user.id), await store.shared_with(user.id)
+    rules = await runtime.service._rules()
+    mine = rules.for_viewer(owner=True)
+    theirs = await _viewer_policy(runtime, user) if found else mine
+
+    async def summary(conversation: Conversation, policy: RevealPolicy) -> dict[str, Any]:
+        if "<" not in conversation.title:  # no token: nothing to restore
+            return conversation_json(conversation)
+        vault = Vault(await store.load_vault(conversation.id))
+        reader = Reader(vault, policy, track=True)
+        body = conversation_json(conversation, reader=reader)
+        await _record(runtime, user, conversation.id, None, reader)
+        return body
+
+    own = []
+    for conversation in owned:
+        body = await summary(conversation, mine)
+        body.update(shared=False, owner=user.name, access="owner")
+        own.append((conversation.updated_at, body))
+    shared = []
+    for item in found:
+        body = await summary(item.conversation, theirs)
+        body.update(shared=True, owner=item.owner, access=item.access)
+        shared.append((item.conversation.updated_at, body))
+    # Both lists are newest first; merged, each keeps its own order.
+    merged = heapq.merge(own, shared, key=lambda pair: pair[0], reverse=True)
+    return JSONResponse({"conversations": [body for _, body in merged]})
 
 
 async def create_conversation(request: Request) -> Response:
@@ -195,28 +284,60 @@ async def create_conversation(request: Request) -> Response:
 
 
 async def get_conversation(request: Request) -> Response:
+    """The conversation as the viewer may read it: the owner restored (under the owner's
+    policy), a user it is shared with under theirs, `?view=model` tokenized for the owner and
+    admins; for anyone else it does not exist."""
     user = await _user(request)
     if isinstance(user, Response):
         return user
     runtime = _runtime(request)
-    conversation = await runtime.store.get_conversation(request.path_params["id"], user.id)
+    store = runtime.store
+    conversation_id = request.path_params["id"]
+    model = request.query_params.get("view") == "model"
+    conversation = await store.get_conversation(conversation_id, user.id)
+    share: SharedConversation | None = None
+    if conversation is None:
+        share = next(
+            (s for s in await store.shared_with(user.id) if s.conversation.id == conversation_id),
+            None,
+        )
+        if share is not None and (not model or user.is_admin):
+            conversation = share.conversation
+        elif model and user.is_admin:
+            conversation = await any_conversation(store, conversation_id)
+            if conversation is not None:
+                await store.record_admin(user.id, "conversation.model_view", conversation.id)
     if conversation is None:
         return problem(404, "not_found", "no such conversation")
     # Look for a reply in flight *before* reading the messages: one that finishes in between
     # is then reported as streaming (the client looks again), never as a stale "incomplete".
     reply = runtime.service.replies.get(conversation.id)
-    messages = await runtime.store.list_messages(conversation.id)
-    vault = Vault(await runtime.store.load_vault(conversation.id))
-    if request.query_params.get("view") == "model":
+    messages = await store.list_messages(conversation.id)
+    owner = share is None and conversation.owner_id == user.id
+    if model:
         body = conversation_json(conversation)
         body["messages"] = [model_view(m) for m in messages]
         body["view"] = "model"
     else:
-        typed = await runtime.store.load_spellings(conversation.id)
-        title = owner_title(conversation, vault, messages, typed)
+        vault = Vault(await store.load_vault(conversation.id))
+        typed = await store.load_spellings(conversation.id)
+        if owner:
+            policy = (await runtime.service._rules()).for_viewer(owner=True)
+        else:
+            policy = await _viewer_policy(runtime, user)
+        reader = Reader(vault, policy, track=True)
+        title = owner_title(conversation, vault, messages, typed, reader=reader)
+        await _record(runtime, user, conversation.id, None, reader)
         body = conversation_json(conversation, vault, title=title)
-        body["messages"] = [restore_message(m, vault, typed.get(m.id)) for m in messages]
-        body["view"] = "owner"
+        body["messages"] = []
+        for m in messages:
+            body["messages"].append(restore_message(m, vault, typed.get(m.id), reader=reader))
+            await _record(runtime, user, conversation.id, m.id, reader)
+        body["view"] = "owner" if owner else "shared"
+    if share is not None:
+        body.update(shared=True, owner=share.owner, access=share.access)
+    elif owner:
+        body.update(shared=False, owner=user.name, access="owner")
     body["streaming"] = reply is not None
     if reply is not None:
         # The reply in flight is stored as it goes; say so, so a client that reconnects
@@ -265,6 +386,77 @@ async def delete_conversation(request: Request) -> Response:
     return Response(status_code=204)
 
 
+def share_json(share: Share) -> dict[str, Any]:
+    return {
+        "id": share.id,
+        "conversation_id": share.conversation_id,
+        "user": share.user,
+        "group": share.group,
+        "access": share.access,
+        "created_at": share.created_at.isoformat(),
+    }
+
+
+async def create_share(request: Request) -> Response:
+    """The owner shares a conversation with one user or one group, to read or to continue."""
+    user = await _user(request)
+    if isinstance(user, Response):
+        return user
+    store = _runtime(request).store
+    conversation_id = request.path_params["id"]
+    if await store.get_conversation(conversation_id, user.id) is None:
+        return problem(404, "not_found", "no such conversation")
+    body = await _body(request)
+    grantee, group = name_of(body, "user"), name_of(body, "group")
+    access = body.get("access") if body else None
+    if (grantee is None) == (group is None) or access not in ("read", "write"):
+        return problem(
+            400,
+            "bad_request",
+            "send JSON with a 'user' or a 'group' (a name) and 'access': 'read' or 'write'",
+        )
+    try:
+        share = await store.share(
+            conversation_id, user.id, user=grantee, group=group, access=access
+        )
+    except ConversationNotFoundError:
+        return problem(404, "not_found", "no such conversation")
+    except UserNotFoundError:
+        return problem(400, "bad_request", "there is no user of that name")
+    except GroupNotFoundError:
+        return problem(400, "bad_request", "there is no group of that name")
+    except InvalidRecordError:
+        return problem(400, "bad_request", "a conversation is not shared with its owner")
+    return JSONResponse(share_json(share), status_code=201)
+
+
+async def list_shares(request: Request) -> Response:
+    user = await _user(request)
+    if isinstance(user, Response):
+        return user
+    try:
+        shares = await _runtime(request).store.list_shares(request.path_params["id"], user.id)
+    except ConversationNotFoundError:
+        return problem(404, "not_found", "no such conversation")
+    return JSONResponse({"shares": [share_json(s) for s in shares]})
+
+
+async def delete_share(request: Request) -> Response:
+    user = await _user(request)
+    if isinstance(user, Response):
+        return user
+    store = _runtime(request).store
+    try:
+        removed = await store.unshare(
+            request.path_params["id"], user.id, request.path_params["share_id"]
+        )
+    except ConversationNotFoundError:
+        return problem(404, "not_found", "no such conversation")
+    if not removed:
+        return problem(404, "not_found", "no such share")
+    return Response(status_code=204)
+
+
 routes = [
     Route("/healthz", healthz),
     Route("/api/session", session),
@@ -275,4 +467,7 @@ routes = [
     Route("/api/conversations/{id}", get_conversation, methods=["GET"]),
     Route("/api/conversations/{id}", rename_conversation, methods=["PATCH"]),
     Route("/api/conversations/{id}", delete_conversation, methods=["DELETE"]),
+    Route("/api/conversations/{id}/shares", list_shares, methods=["GET"]),
+    Route("/api/conversations/{id}/shares", create_share, methods=["POST"]),
+    Route("/api/conversations/{id}/shares/{share_id}", delete_share, methods=["DELETE"]),
 ]

@@ -24,8 +24,6 @@ from datetime import timedelta
 from typing import Any
 
 import orjson
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -47,7 +45,6 @@ from holdback.app.views import (
 )
 from holdback.errors import HoldbackError, wire_message
 from holdback.reveal import RevealPolicy
-from holdback.store import conversations
 from holdback.store.errors import (
     ConversationNotFoundError,
     GroupNotFoundError,
@@ -57,7 +54,6 @@ from holdback.store.errors import (
 )
 from holdback.store.records import Conversation, Share, SharedConversation, User
 from holdback.store.repository import Store
-from holdback.store.schema import ConversationRow
 from holdback.vault import Vault
 
 MAX_NAME_CHARS = 200  # a user's or a group's name (`store.accounts.MAX_NAME_CHARS`)
@@ -104,14 +100,10 @@ def name_of(body: dict[str, Any] | None, field: str) -> str | None:
 
 async def any_conversation(store: Store, conversation_id: str) -> Conversation | None:
     """A conversation whoever owns it (for an admin's `?view=model`)."""
-
-    async def work(session: AsyncSession) -> Conversation | None:
-        row = await session.scalar(
-            select(ConversationRow).where(ConversationRow.id == conversation_id)
-        )
-        return conversations.to_conversation(row) if row is not None else None
-
-    return await store.database.read(work)
+    owner_id = await store.owner_of(conversation_id)
+    if owner_id is None:
+        return None
+    return await store.get_conversation(conversation_id, owner_id)
 
 
 async def _user(request: Request) -> User | Response:

@@ -111,3 +111,22 @@ def test_bad_arguments_are_one_clear_line(tmp_path: Path) -> None:
     status, _, err = cli(data, "user", "role", "ada", "member")  # the last admin
     assert status == 2
     assert "Traceback" not in err
+
+
+def test_user_passwd_sets_a_new_password(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    add_user(data, "ada", "ada's long password")
+    status, _, err = run_cli(["user", "passwd", "ada", "--data-dir", str(data)], "a new password\n")
+    assert status == 0, err
+    assert "a new password" not in err
+    status, _, err = run_cli(["user", "passwd", "ada", "--data-dir", str(data)], "short\n")
+    assert status == 2
+    assert "at least 8 characters" in err
+    audit, _ = ok(data, "audit", "--csv")
+    assert "user.password" in audit
+    assert "a new password" not in audit
+    status, _, err = run_cli(
+        ["user", "passwd", "nobody", "--data-dir", str(data)], "long enough!\n"
+    )
+    assert status == 2
+    assert "nobody" in err

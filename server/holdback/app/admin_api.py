@@ -29,8 +29,6 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import delete, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -41,7 +39,6 @@ from holdback.app.pipeline import OffLoop
 from holdback.app.runtime import Runtime
 from holdback.errors import wire_message
 from holdback.reveal import LEVELS, check_level
-from holdback.store import accounts
 from holdback.store.errors import (
     GroupExistsError,
     GroupNotFoundError,
@@ -53,8 +50,6 @@ from holdback.store.errors import (
     UserNotFoundError,
 )
 from holdback.store.records import AdminEvent, ApiToken, Group, RevealEvent, User
-from holdback.store.repository import Store
-from holdback.store.schema import SessionRow, UserRow
 
 MIN_PASSWORD = 8  # as `holdback user add`
 MAX_PASSWORD = 1024
@@ -240,22 +235,6 @@ async def set_role(request: Request) -> Response:
     return JSONResponse({**user_json(user), "changed": changed})
 
 
-async def _store_password(store: Store, name: str, password_hash: str) -> User:
-    """Set a user's password hash and end their sessions, in one transaction."""
-
-    async def work(session: AsyncSession) -> User:
-        row = await session.scalar(select(UserRow).where(UserRow.name == name))
-        if row is None:
-            raise UserNotFoundError("no such user")
-        await session.execute(
-            update(UserRow).where(UserRow.id == row.id).values(password_hash=password_hash)
-        )
-        await session.execute(delete(SessionRow).where(SessionRow.user_id == row.id))
-        return accounts.to_user(row)
-
-    return await store.database.write(work, what="setting a password")
-
-
 async def set_password(request: Request) -> Response:
     """A new password for a user; their sessions end (their API tokens stay)."""
     admin = await _admin(request)
@@ -270,7 +249,7 @@ async def set_password(request: Request) -> Response:
         return problem(404, "not_found", "no such user")
     password_hash = await _hash(request, password)
     try:
-        user = await _store_password(runtime.store, name, password_hash)
+        user = await runtime.store.set_password(name, password_hash)
     except StoreError as exc:
         return _refused(exc)
     await _did(runtime, admin, "user.password", name)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
-import getpass
 import logging
 import os
 import sys
@@ -290,20 +289,8 @@ async def _user_named(store: Store, name: str) -> User:
     return user
 
 
-def _read_password() -> str:
-    if not sys.stdin.isatty():
-        password = sys.stdin.readline().rstrip("\r\n")
-    else:
-        password = getpass.getpass("Password: ")
-        if getpass.getpass("Again: ") != password:
-            raise ConfigurationError("the two passwords differ")
-    if len(password) < 8:
-        raise ConfigurationError("the password must have at least 8 characters")
-    return password
-
-
 def run_user_add(args: argparse.Namespace) -> int:
-    password_hash = hash_password(_read_password())
+    password_hash = hash_password(team_commands.read_password())
 
     async def work(store: Store) -> None:
         await store.create_user(args.name, password_hash)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import csv
+import getpass
 import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -23,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from holdback.app.auth import hash_password
 from holdback.errors import ConfigurationError
 from holdback.reveal import LEVELS
 from holdback.store.crypto import VaultKey, load_vault_key
@@ -77,6 +79,19 @@ def with_store(args: argparse.Namespace, work: Callable[[Store], Awaitable[T]]) 
     return asyncio.run(run())
 
 
+def read_password() -> str:
+    """A new password: a line of stdin, or typed twice at a prompt; 8 characters at least."""
+    if not sys.stdin.isatty():
+        password = sys.stdin.readline().rstrip("\r\n")
+    else:
+        password = getpass.getpass("Password: ")
+        if getpass.getpass("Again: ") != password:
+            raise ConfigurationError("the two passwords differ")
+    if len(password) < 8:
+        raise ConfigurationError("the password must have at least 8 characters")
+    return password
+
+
 def _say(text: str) -> None:
     print(text, file=sys.stderr)
 
@@ -107,6 +122,13 @@ def _command(
 def add_user_commands(commands: argparse._SubParsersAction[Any]) -> None:
     """`user list`, `user role`, `user delete` (beside `user add|disable|enable`)."""
     _command(commands, "list", "list users: name, role, state, created", run_user_list)
+    passwd = _command(
+        commands,
+        "passwd",
+        "set a user's password (stdin or a prompt); their sessions end",
+        run_user_passwd,
+    )
+    passwd.add_argument("name")
     role = _command(commands, "role", "make a user an admin or a member", run_user_role)
     role.add_argument("name")
     role.add_argument("role", choices=("admin", "member"))
@@ -133,6 +155,18 @@ def run_user_list(args: argparse.Namespace) -> int:
         (u.name, u.role, "disabled" if u.disabled else "active", _when(u.created_at)) for u in users
     ]
     _table(rows)
+    return 0
+
+
+def run_user_passwd(args: argparse.Namespace) -> int:
+    password_hash = hash_password(read_password())
+
+    async def work(store: Store) -> None:
+        await store.set_password(args.name, password_hash)
+        await store.record_admin(CLI_ACTOR, "user.password", args.name)
+
+    with_store(args, work)
+    _say(f"the password of {args.name} is set; their sessions have ended")
     return 0
 
 

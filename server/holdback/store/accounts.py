@@ -55,7 +55,7 @@ _SESSION_USER = (
     .where(_sessions.c.secret_hash == bindparam("hash"))
 )
 _TOKEN_USER = (
-    select(*_USER)
+    select(_tokens.c.id.label("token_id"), *_USER)
     .join(_tokens, _tokens.c.user_id == _users.c.id)
     .where(
         _tokens.c.token_hash == bindparam("hash"),
@@ -165,9 +165,10 @@ async def insert_api_token(session: AsyncSession, user_id: str, name: str) -> st
     return token
 
 
-def api_token_user(run: Runner, token: str) -> User | None:
+def api_token_user(run: Runner, token: str) -> tuple[User, str] | None:
+    """The user a live token acts for, and the token's id."""
     found = run.rows(_TOKEN_USER, {"hash": secret_hash(token)})
-    return to_user(found[0]) if found else None
+    return (to_user(found[0]), str(found[0].token_id)) if found else None
 
 
 def user_with_id(run: Runner, user_id: str) -> User | None:
@@ -189,6 +190,18 @@ async def set_disabled(session: AsyncSession, name: str, disabled: bool) -> tupl
         await session.execute(delete(SessionRow).where(SessionRow.user_id == row.id))
     await session.flush()
     return to_user(row), changed
+
+
+async def set_password(session: AsyncSession, name: str, password_hash: str) -> User:
+    """Set the hash of the user named `name`'s password; their sessions end with it (their
+    API tokens stay), in the same transaction."""
+    row = await session.scalar(select(UserRow).where(UserRow.name == name))
+    if row is None:
+        raise UserNotFoundError(f"no user named {name!r}")
+    row.password_hash = password_hash
+    await session.execute(delete(SessionRow).where(SessionRow.user_id == row.id))
+    await session.flush()
+    return to_user(row)
 
 
 def _to_token(row: ApiTokenRow, user: UserRow) -> ApiToken:

@@ -22,6 +22,7 @@ The rules:
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -71,6 +72,8 @@ from holdback.store.records import (
 )
 from holdback.store.runner import Runner
 from holdback.store.schema import MessageRow
+
+log = logging.getLogger(__name__)
 
 
 class Store:
@@ -237,10 +240,25 @@ class Store:
     async def user_for_api_token(self, token: str) -> User | None:
         """The user a live token acts for: None if it is unknown, revoked, or its user is
         disabled."""
-        return await self._db.transact(
+        found = await self._db.transact(
             lambda run: accounts.api_token_user(run, token),
             write=False,
             what="checking an API token",
+        )
+        if found is None:
+            return None
+        user, token_id = found
+        try:
+            await self.touch_api_token(token_id)
+        except StoreError as exc:  # a use that could not be noted does not refuse the token
+            log.warning("could not note an API token's use: %s", type(exc).__name__)
+        return user
+
+    async def set_password(self, name: str, password_hash: str) -> User:
+        """A new password hash for the user `name` (`UserNotFoundError`); their sessions
+        end, their API tokens stay."""
+        return await self._db.write(
+            lambda s: accounts.set_password(s, name, password_hash), what="setting a password"
         )
 
     async def disable_user(self, name: str) -> tuple[User, bool]:

@@ -290,6 +290,7 @@ function createApp() {
       return;
     }
     session = { ...session, user: null };
+    $('admin-link').hidden = true;
     // Nothing of the last user stays behind: not the open conversation's id in the URL, not
     // the list, not the messages (their values were restored for that user only).
     window.history.replaceState(null, '', window.location.pathname + window.location.search);
@@ -302,6 +303,30 @@ function createApp() {
   window.addEventListener('hashchange', openRoute);
 }
 
+/**
+ * The "Admin" link, for admins only: the session says so when it names a role; otherwise the
+ * admin API is asked (200 for an admin, 403 for a member). The link only leads to the console,
+ * which checks again; a failed probe hides it.
+ */
+async function showAdminLink() {
+  const link = $('admin-link');
+  link.hidden = true;
+  const role = session?.user?.role;
+  if (role !== undefined) {
+    link.hidden = role !== 'admin';
+    return;
+  }
+  const asked = session;
+  try {
+    const response = await fetch('/api/admin/users', {
+      method: 'GET', credentials: 'same-origin', headers: { Accept: 'application/json' },
+    });
+    if (asked === session) link.hidden = !response.ok;
+  } catch {
+    // Unreachable: no link; the socket says the server is gone.
+  }
+}
+
 async function startApp() {
   if (!started) {
     createApp();
@@ -311,6 +336,7 @@ async function startApp() {
   const signedIn = session.auth === 'password' && session.user;
   $('account').hidden = !signedIn;
   $('user-name').textContent = signedIn ? String(session.user.name ?? '') : '';
+  showAdminLink();
   socket.start();
   showConnection(socket.state);
   try {

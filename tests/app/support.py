@@ -8,6 +8,7 @@ path may ever write to the upstream, to a log or to a frame where it does not be
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import json
@@ -19,9 +20,9 @@ import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.applications import Starlette
 from starlette.exceptions import StarletteDeprecationWarning
@@ -31,6 +32,8 @@ from holdback.app.settings import Settings, resolve
 from holdback.providers.base import Provider
 from holdback.providers.registry import make_provider
 from tests.providers.fakeserver import FakeUpstream, RecordedRequest, Reply, split_random
+
+T = TypeVar("T")
 
 with warnings.catch_warnings():
     # Starlette prefers `httpx2` for its test client; plain httpx still works the same.
@@ -412,3 +415,23 @@ def run_holdback(
         timeout=timeout,
         check=False,
     )
+
+
+def store_op(data_dir: Path, work: Callable[[Any], Awaitable[T]]) -> T:
+    """Run `work(store)` on the SQLite store of `data_dir` (which must exist), beside a
+    running server (WAL lets both in), and close it."""
+    from holdback.store import Store
+    from holdback.store.crypto import load_vault_key
+
+    async def run() -> T:
+        store = await Store.open(
+            f"sqlite+aiosqlite:///{data_dir / 'holdback.db'}",
+            vault_key=load_vault_key(data_dir, {}, create=False),
+            migrate=False,
+        )
+        try:
+            return await work(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(run())

@@ -9,7 +9,6 @@ credential that names nobody, refused at the handshake.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,6 @@ from starlette.websockets import WebSocketDisconnect
 
 from holdback.app.auth import hash_password
 from holdback.store import Store
-from holdback.store.crypto import load_vault_key
 from tests.app.conftest import Accounts
 from tests.app.support import (
     EchoUpstream,
@@ -30,6 +28,7 @@ from tests.app.support import (
     recv,
     running_app,
     send,
+    store_op,
 )
 
 ROWS = ("owner", "read", "write", "member", "admin", "disabled", "revoked")
@@ -40,21 +39,6 @@ ALLOWED = {
     "member": set(),
     "admin": set(),  # an admin reads others' conversations only when they are shared
 }
-
-
-def store_op(data: Path, work: Any) -> Any:
-    async def run() -> Any:
-        store = await Store.open(
-            f"sqlite+aiosqlite:///{data / 'holdback.db'}",
-            vault_key=load_vault_key(data, {}, create=False),
-            migrate=False,
-        )
-        try:
-            return await work(store)
-        finally:
-            await store.close()
-
-    return asyncio.run(run())
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from the next reply on. Values are canaries; the oracle is plain substring searc
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +16,6 @@ import pytest
 from starlette.testclient import TestClient
 
 from holdback.store import Store
-from holdback.store.crypto import load_vault_key
 from tests.app.conftest import Accounts
 from tests.app.support import (
     EchoUpstream,
@@ -27,26 +25,12 @@ from tests.app.support import (
     recv,
     running_app,
     send,
+    store_op,
 )
 
 EMAIL = "ann.watchcanary@example.org"
 PHONE = "+1 415 555 0187"
 MESSAGE = f"Please mail {EMAIL} or call {PHONE} about the plan."
-
-
-def store_op(data: Path, work: Any) -> Any:
-    async def run() -> Any:
-        store = await Store.open(
-            f"sqlite+aiosqlite:///{data / 'holdback.db'}",
-            vault_key=load_vault_key(data, {}, create=False),
-            migrate=False,
-        )
-        try:
-            return await work(store)
-        finally:
-            await store.close()
-
-    return asyncio.run(run())
 
 
 @pytest.fixture

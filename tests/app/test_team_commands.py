@@ -130,3 +130,23 @@ def test_user_passwd_sets_a_new_password(tmp_path: Path) -> None:
     )
     assert status == 2
     assert "nobody" in err
+
+
+def test_terms_set_list_delete(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    add_user(data, "ada", "ada's long password")
+    clients = tmp_path / "clients.txt"
+    clients.write_text("Globex Nightjar\n# a comment\nInitech\n", "utf-8")
+    _, said = ok(data, "terms", "set", "clients", str(clients))
+    assert "holds 2 term(s)" in said
+    assert "Globex" not in said
+    listed, _ = ok(data, "terms", "list")
+    assert listed.splitlines()[1].split()[:4] == ["clients", "clients", "sensitive", "2"]
+    assert "Globex" not in listed
+    audit, _ = ok(data, "audit", "--csv")
+    assert "terms.set" in audit
+    assert "Globex" not in audit
+    _, said = ok(data, "terms", "delete", "clients")
+    assert "deleted" in said
+    _, said = ok(data, "terms", "delete", "clients")
+    assert "did not exist" in said

@@ -23,15 +23,15 @@ from starlette.routing import Mount, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from holdback.app import admin_api, demo, http_api, syntax
+from holdback.app import admin_api, demo, http_api, syntax, terms_api
 from holdback.app.auth import Authenticator
 from holdback.app.limits import RequestLimits, SecurityHeaders
 from holdback.app.pipeline import ChatService
 from holdback.app.runtime import Runtime
 from holdback.app.settings import Settings
+from holdback.app.term_reload import TermLists, detectors_for
 from holdback.app.terms import kind_of, read_terms
 from holdback.app.ws import chat_socket
-from holdback.detect import DetectorSet
 from holdback.errors import describe
 from holdback.providers.base import Provider
 from holdback.providers.http import StreamSettings
@@ -40,7 +40,6 @@ from holdback.providers.transport import UpstreamClient, upstream_client
 from holdback.store.crypto import load_vault_key
 from holdback.store.locations import ensure_data_dir, resolve_data_dir, resolve_database_url
 from holdback.store.repository import Store
-from holdback.stream import forbidden_matcher
 
 log = logging.getLogger("holdback")
 
@@ -72,21 +71,8 @@ async def build_runtime(settings: Settings, provider: Provider | None = None) ->
             await store.save_term_list(
                 f"forbidden:{path.stem}", "forbidden", "forbidden", read_terms(path)
             )
-        lists = await store.load_term_lists()
-        dictionaries: dict[str, list[str]] = {}
-        forbidden_terms: list[str] = []
-        for term_list in lists:
-            if term_list.purpose == "sensitive":
-                dictionaries.setdefault(term_list.kind, []).extend(term_list.terms)
-            else:
-                forbidden_terms.extend(term_list.terms)
-        detectors = DetectorSet.from_config(
-            dictionaries,
-            phone_region=settings.phone_region,
-            phone_regions=settings.phone_regions,
-            entropy_secrets=settings.entropy_secrets,
-        )
-        forbidden = forbidden_matcher(forbidden_terms) if forbidden_terms else None
+        version = await store.term_lists_version()
+        detectors, forbidden = detectors_for(settings, await store.load_term_lists())
         http: UpstreamClient | None = None
         if provider is None:
             if not settings.model.startswith("demo"):
@@ -119,9 +105,8 @@ async def build_runtime(settings: Settings, provider: Provider | None = None) ->
         store=store,
         service=service,
         auth=Authenticator(settings, store),
-        detectors=detectors,
-        forbidden=forbidden,
         web_dir=web_dir(env),
+        terms=TermLists(settings, store, service.use_terms, version=version),
     )
 
 
@@ -134,10 +119,14 @@ def create_app(settings: Settings, provider: Provider | None = None) -> Starlett
         app.state.runtime = runtime
         if settings.auth == "password":
             await runtime.auth.passwords.prepare()
+        if runtime.terms is not None:
+            runtime.terms.start()
         log.info("holdback is ready (model %s, auth %s)", settings.model, settings.auth)
         try:
             yield
         finally:
+            if runtime.terms is not None:
+                await runtime.terms.stop()
             await runtime.service.shutdown(settings.shutdown_grace)
             if runtime.http is not None:
                 await runtime.http.aclose()
@@ -146,6 +135,7 @@ def create_app(settings: Settings, provider: Provider | None = None) -> Starlett
     routes = [
         *http_api.routes,
         *admin_api.routes,
+        *terms_api.routes,
         WebSocketRoute("/ws", chat_socket),
         *demo.routes,
         syntax.route,

@@ -152,23 +152,28 @@ class ChatService:
     ) -> None:
         self.store = store
         self.provider = provider
-        self.detectors = detectors
-        self.forbidden = forbidden
         self.guard_mode = guard_mode
         self.guard_window = guard_window
         self.phone_region = phone_region
-        # Forbidden terms the user types are masked before the model too, like sensitive ones;
-        # in a reply they stay redacted (`reply_index` never restores them).
-        masking = detectors
-        if forbidden is not None and len(forbidden):
-            masking = detectors.with_detectors([*detectors.detectors, forbidden])
-        self.pseudonymizer = Pseudonymizer(masking, phone_region=phone_region)
+        self.use_terms(detectors, forbidden)
         self.limiter = RateLimiter(rate_limit_per_minute)
         self.replies: dict[str, Reply] = {}
         self.watchers = Watchers()
         self._rules_cache: tuple[float, Rules] | None = None
         self.offload_chars = offload_chars
         self.off_loop = OffLoop(offload_workers)
+
+    def use_terms(self, detectors: DetectorSet, forbidden: TermMatcher | None) -> None:
+        """The detectors and forbidden terms for every message from now on; a reply under way
+        keeps the ones it started with."""
+        self.detectors = detectors
+        self.forbidden = forbidden
+        # Forbidden terms the user types are masked before the model too, like sensitive ones;
+        # in a reply they stay redacted (`reply_index` never restores them).
+        masking = detectors
+        if forbidden is not None and len(forbidden):
+            masking = detectors.with_detectors([*detectors.detectors, forbidden])
+        self.pseudonymizer = Pseudonymizer(masking, phone_region=self.phone_region)
 
     # -- entry points ----------------------------------------------------------------------
 
@@ -397,13 +402,18 @@ class ChatService:
         return await self.off_loop.run(lambda: self.pseudonymizer.analyze(text, vault))
 
     def _filter(
-        self, index: TokenIndex, vault: Vault, projection: ProjectionMode, json_values: bool
+        self,
+        index: TokenIndex,
+        vault: Vault,
+        projection: ProjectionMode,
+        json_values: bool,
+        terms: tuple[DetectorSet, TermMatcher | None],
     ) -> ReplyFilter:
         """A channel's filter: `index` restores (as a viewer is shown), `vault` holds what the
-        guard lets through as it is."""
+        guard lets through as it is, `terms` are the detectors the reply started with."""
         guard = Guard(
-            self.detectors,
-            forbidden=self.forbidden,
+            terms[0],
+            forbidden=terms[1],
             vault=vault,
             mode=self.guard_mode,
             window=self.guard_window,
@@ -431,6 +441,7 @@ class _ReplyPump:
         self.reply = reply
         entries = [e for e in vault.entries() if e.kind != FORBIDDEN]
         self._kinds = {e.token: e.kind for e in entries}
+        terms = (service.detectors, service.forbidden)
         indexes: dict[RevealPolicy, tuple[TokenIndex, Vault]] = {OWNER: (reply_index(vault), vault)}
 
         def make_filter(
@@ -439,7 +450,7 @@ class _ReplyPump:
             made = indexes.get(policy)
             if made is None:
                 made = indexes[policy] = (policy.index(entries), view_vault(vault, policy))
-            return service._filter(made[0], made[1], projection, json_values)
+            return service._filter(made[0], made[1], projection, json_values, terms)
 
         self.views = Views(
             reply.conversation_id,

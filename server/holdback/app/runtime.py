@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from holdback.app.auth import Authenticator
 from holdback.app.pipeline import ChatService
@@ -15,6 +16,9 @@ from holdback.detect import DetectorSet, TermMatcher
 from holdback.providers.transport import UpstreamClient
 from holdback.store.repository import Store
 
+if TYPE_CHECKING:
+    from holdback.app.term_reload import TermLists
+
 
 @dataclass(slots=True)
 class Runtime:
@@ -22,7 +26,15 @@ class Runtime:
     store: Store
     service: ChatService
     auth: Authenticator
-    detectors: DetectorSet
-    forbidden: TermMatcher | None
     web_dir: Path
     http: UpstreamClient | None = None  # the upstream connection pool
+    terms: TermLists | None = None  # keeps the detectors in step with the stored term lists
+
+    @property
+    def detectors(self) -> DetectorSet:
+        """The detectors new messages are read with (they follow the term lists)."""
+        return self.service.detectors
+
+    @property
+    def forbidden(self) -> TermMatcher | None:
+        return self.service.forbidden

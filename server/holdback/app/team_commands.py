@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from holdback.app.auth import hash_password
+from holdback.app.terms import kind_of, read_terms
 from holdback.errors import ConfigurationError
 from holdback.reveal import LEVELS
 from holdback.store.crypto import VaultKey, load_vault_key
@@ -239,6 +240,22 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     allow.add_argument("kind")
     _command(policies, "list", "list the levels set and the never-restored kinds", run_policy_list)
 
+    terms = subparsers.add_parser(
+        "terms", help="the team's term lists (running servers use a change within seconds)"
+    )
+    term_commands = terms.add_subparsers(dest="terms_command", metavar="COMMAND", required=True)
+    _command(term_commands, "list", "list term lists: name, kind, purpose, terms", run_terms_list)
+    put = _command(
+        term_commands, "set", "create or replace a list from a file (one term per line)",
+        run_terms_set,
+    )  # fmt: skip
+    put.add_argument("name")
+    put.add_argument("file", type=Path)
+    put.add_argument("--kind", help="the values' kind (default: the file's name)")
+    put.add_argument("--purpose", choices=("sensitive", "forbidden"), default="sensitive")
+    remove = _command(term_commands, "delete", "delete a term list", run_terms_delete)
+    remove.add_argument("name")
+
     audit = _command(
         subparsers, "audit", "print the audit trail (reveals and admin actions)", run_audit
     )
@@ -399,6 +416,42 @@ def run_policy_list(args: argparse.Namespace) -> int:
     rows += [(s.group or "(default)", s.kind, s.level) for s in levels]
     rows += [("(everyone)", kind, "never restored") for kind in sorted(never)]
     _table(rows)
+    return 0
+
+
+# -- term lists ---------------------------------------------------------------------------
+
+
+def run_terms_list(args: argparse.Namespace) -> int:
+    lists = with_store(args, lambda store: store.load_term_lists())
+    rows = [("NAME", "KIND", "PURPOSE", "TERMS", "UPDATED")]
+    rows += [(t.name, t.kind, t.purpose, str(len(t.terms)), _when(t.updated_at)) for t in lists]
+    _table(rows)
+    return 0
+
+
+def run_terms_set(args: argparse.Namespace) -> int:
+    terms = read_terms(args.file)
+    kind = args.kind or kind_of(args.file)
+
+    async def work(store: Store) -> None:
+        await store.save_term_list(args.name, kind, args.purpose, terms)
+        await store.record_admin(CLI_ACTOR, "terms.set", args.name)
+
+    with_store(args, work)
+    _say(f"term list {args.name} ({args.purpose}, kind {kind}) holds {len(terms)} term(s)")
+    return 0
+
+
+def run_terms_delete(args: argparse.Namespace) -> int:
+    async def work(store: Store) -> bool:
+        gone = await store.delete_term_list(args.name)
+        if gone:
+            await store.record_admin(CLI_ACTOR, "terms.delete", args.name)
+        return gone
+
+    gone = with_store(args, work)
+    _say(f"term list {args.name} {'deleted' if gone else 'did not exist'}")
     return 0
 
 

@@ -818,6 +818,10 @@ class Store:
 
         await self._db.write(work, what="saving a term list")
 
+    async def term_lists_version(self) -> tuple[int, str]:
+        """(how many lists, when the last changed): a change to any list changes it."""
+        return await self._db.read(term_lists.version)
+
     async def load_term_lists(self) -> list[TermList]:
         return await self._db.read(lambda s: term_lists.load_all(s, self._key))
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import cast
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from holdback.errors import InvalidTokenError
@@ -116,3 +116,11 @@ async def load_all(session: AsyncSession, key: VaultKey) -> list[TermList]:
 async def remove(session: AsyncSession, name: str) -> bool:
     result = await session.execute(delete(TermListRow).where(TermListRow.name == name))
     return bool(getattr(result, "rowcount", 0))
+
+
+async def version(session: AsyncSession) -> tuple[int, str]:
+    """How many lists there are and when the last changed: a cheap look for a change."""
+    count, last = (
+        await session.execute(select(func.count(), func.max(TermListRow.updated_at)))
+    ).one()
+    return int(count), last.isoformat() if last is not None else ""

@@ -1,5 +1,6 @@
 /**
- * The admin console (`/admin.html`): users, groups, API tokens, reveal policies, the audit.
+ * The admin console (`/admin.html`): users, groups, API tokens, reveal policies, term lists,
+ * the audit.
  *
  * The rules this module keeps:
  * - Nothing of the console is shown until `GET /api/admin/users` answers 200: a member sees
@@ -10,6 +11,9 @@
  *   reload of what it touched, so the page shows what the server holds, not what it hoped.
  * - A new API token's text is shown once, in its own box, and dropped from the page when the
  *   box is closed or another token is made; lists never hold one.
+ * - A term list's terms are fetched only to edit that list, shown only in the edit box, and
+ *   dropped from the page when the box is closed; the table shows their count, and notices
+ *   name the list, never a term.
  */
 
 import { ApiError } from '/api.js';
@@ -37,6 +41,7 @@ const state = {
   tokens: [],
   policies: { levels: [], never_restore: [], available_levels: LEVELS },
   extraKinds: new Set(),
+  termLists: [],
 };
 
 // --- HTTP -------------------------------------------------------------------------------------
@@ -66,6 +71,7 @@ async function request(method, path, body) {
     const message = (payload && (payload.message || payload.detail || payload.error))
       || `${method} ${path} failed with HTTP ${response.status}`;
     const error = new ApiError(response.status, String(message), payload?.code ?? null);
+    if (typeof payload?.limit === 'number') error.limit = payload.limit;
     if (response.status === 401) signedOut();
     throw error;
   }
@@ -102,6 +108,11 @@ const admin = {
   neverRestore: (kind) => request('POST', '/api/admin/never-restore', { kind }),
   allowRestore: (kind) => request('DELETE', `/api/admin/never-restore/${enc(kind)}`),
   preview: (body) => request('POST', '/api/admin/policies/preview', body),
+  termLists: async () => (await request('GET', '/api/admin/term-lists'))?.term_lists ?? [],
+  termList: (name) => request('GET', `/api/admin/term-lists/${enc(name)}`),
+  saveTermList: (name, kind, purpose, terms) =>
+    request('PUT', `/api/admin/term-lists/${enc(name)}`, { kind, purpose, terms }),
+  deleteTermList: (name) => request('DELETE', `/api/admin/term-lists/${enc(name)}`),
   audit: async (query) => (await request('GET', `/api/audit?${query}`))?.events ?? [],
 };
 
@@ -187,6 +198,7 @@ async function reload(...parts) {
   }
   if (wanted.has('tokens')) renderTokens();
   if (wanted.has('policies') || wanted.has('groups')) renderPolicies();
+  if (wanted.has('terms')) await loadTerms();
 }
 
 // --- users ------------------------------------------------------------------------------------
@@ -535,6 +547,139 @@ $('preview-form').addEventListener('submit', async (event) => {
   notice('The preview shows each sample as that viewer would see it.');
 });
 
+// --- term lists -------------------------------------------------------------------------------
+
+/** The list being edited (its name), or null while the box makes a new one. */
+let editing = null;
+let kindTouched = false;
+
+/** The textarea's terms: one per line, trimmed, blank lines and repeats dropped. */
+function termsOf(text) {
+  const seen = new Set();
+  for (const line of text.split(/\r\n|\r|\n/)) {
+    const term = line.trim();
+    if (term) seen.add(term);
+  }
+  return [...seen];
+}
+
+const termCount = (n) => `${n} term${n === 1 ? '' : 's'}`;
+
+function showTermCount() {
+  $('term-count').textContent = termCount(termsOf($('term-terms').value).length);
+}
+
+async function loadTerms() {
+  try {
+    state.termLists = await admin.termLists();
+  } catch (err) {
+    failure(err, 'Could not load the term lists');
+    return;
+  }
+  renderTerms();
+}
+
+function renderTerms() {
+  $('terms-empty').hidden = state.termLists.length > 0;
+  $('terms-body').replaceChildren(...state.termLists.map(termRow));
+}
+
+function termRow(list) {
+  const name = String(list.name);
+  const actions = el('td', { className: 'admin-actions' });
+  const showActions = () => fill(actions,
+    button('Edit', () => openTermForm(name), { 'aria-label': `Edit ${name}` }),
+    button('Delete', showDelete, { className: 'small danger-text', 'aria-label': `Delete list ${name}` }),
+  );
+  const showDelete = () => fill(actions,
+    el('span', { className: 'admin-confirm-q', text: `Delete ${name}? New messages no longer use it.` }),
+    button('Confirm delete', async () => {
+      if (await change('delete the list', () => admin.deleteTermList(name), `The list ${name} is deleted.`, 'terms')
+        && editing === name) closeTermForm();
+    }, { className: 'small danger', 'aria-label': 'Confirm delete' }),
+    button('Cancel', showActions),
+  );
+  showActions();
+  return el('tr', { 'data-testid': 'term-row', 'data-list': name },
+    el('td', { className: 'admin-name', text: name }),
+    el('td', { 'data-testid': 'term-kind', text: list.kind ?? '' }),
+    el('td', { 'data-testid': 'term-purpose', text: list.purpose ?? '' }),
+    el('td', { 'data-testid': 'term-terms', text: String(list.terms ?? '') }),
+    el('td', { text: when(list.updated_at), title: list.updated_at ?? '' }),
+    actions);
+}
+
+/** Open the box: empty for a new list, or with `name`'s terms (fetched now) to edit it. */
+async function openTermForm(name = null) {
+  let list = null;
+  if (name !== null) {
+    try {
+      list = await admin.termList(name);
+    } catch (err) {
+      failure(err, `Could not open the list ${name}`);
+      return;
+    }
+  }
+  editing = name;
+  kindTouched = name !== null;
+  $('term-form-title').textContent = name === null ? 'New list' : `Edit ${name}`;
+  $('term-name').value = name ?? '';
+  $('term-name').readOnly = name !== null;
+  $('term-kind').value = list?.kind ?? '';
+  $('term-purpose').value = list?.purpose === 'forbidden' ? 'forbidden' : 'sensitive';
+  $('term-terms').value = (list?.terms ?? []).map(String).join('\n');
+  $('term-save').textContent = name === null ? 'Create list' : 'Save list';
+  showTermCount();
+  $('term-form').hidden = false;
+  (name === null ? $('term-name') : $('term-terms')).focus();
+}
+
+function closeTermForm() {
+  editing = null;
+  $('term-form').hidden = true;
+  $('term-name').value = '';
+  $('term-kind').value = '';
+  $('term-terms').value = ''; // the terms leave the page with the box
+  showTermCount();
+}
+
+$('term-new').addEventListener('click', () => openTermForm());
+$('term-cancel').addEventListener('click', closeTermForm);
+$('term-terms').addEventListener('input', showTermCount);
+$('term-kind').addEventListener('input', () => { kindTouched = true; });
+$('term-name').addEventListener('input', () => {
+  // A new list's kind follows its name until it is typed in.
+  if (!kindTouched && editing === null) $('term-kind').value = $('term-name').value.trim();
+});
+
+$('term-form').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  const name = $('term-name').value.trim();
+  const kind = $('term-kind').value.trim();
+  const purpose = $('term-purpose').value;
+  const terms = termsOf($('term-terms').value);
+  if (terms.length === 0) {
+    failure(new Error('a list needs at least one term (one per line)'), 'Could not save the list');
+    return;
+  }
+  try {
+    await admin.saveTermList(name, kind, purpose, terms);
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 413) {
+      const limit = err.limit ? ` of ${err.limit} bytes` : '';
+      failure(new ApiError(413, `${err.message}: this list is over the server's limit${limit} `
+        + `for one request; use holdback terms set ${name || 'NAME'} FILE for large lists`, err.code),
+      'Could not save the list');
+    } else {
+      failure(err, 'Could not save the list');
+    }
+    return;
+  }
+  closeTermForm();
+  notice(`The list ${name} is saved (${termCount(terms.length)}); new messages use it now.`);
+  await reload('terms');
+});
+
 // --- audit ------------------------------------------------------------------------------------
 
 function auditQuery() {
@@ -593,6 +738,7 @@ function showTab(name) {
     $(`panel-${tab.dataset.panel}`).hidden = !on;
   }
   if (name === 'audit') loadAudit();
+  if (name === 'terms') loadTerms();
 }
 
 for (const tab of document.querySelectorAll('[role="tab"]')) {
@@ -602,10 +748,11 @@ for (const tab of document.querySelectorAll('[role="tab"]')) {
 function gate(message, link) {
   $('console').hidden = true;
   // Nothing the console showed stays in the page.
-  for (const id of ['users-body', 'groups-body', 'tokens-body', 'policy-body', 'preview-body', 'audit-body']) {
+  for (const id of ['users-body', 'groups-body', 'tokens-body', 'policy-body', 'preview-body', 'terms-body', 'audit-body']) {
     $(id).replaceChildren();
   }
   hideSecret();
+  closeTermForm();
   $('gate-message').textContent = message;
   $('gate-link').hidden = !link;
   $('gate').hidden = false;

@@ -2,7 +2,8 @@
 
 The first user (an admin) signs in, follows the "Admin" link, creates a group, adds a member,
 sets a policy level, previews it, creates an API token (its text shown once) and revokes it,
-and finds each change in the audit. A member sees no link, and the console itself shows them
+and finds each change in the audit; makes a term list, edits it, sees it mask the next chat
+message without a restart, and deletes it. A member sees no link, and the console itself shows them
 "Admins only" and nothing of the console. The oracle is the page's DOM, checked against the
 server's own answers.
 """
@@ -16,13 +17,17 @@ from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from tests.app.support import process_env, run_holdback
 from tests.browser.canary_upstream import CanaryUpstream
+from tests.browser.chat_page import open_chat, send
 from tests.browser.chromium import NEEDS_CHROMIUM
 from tests.browser.server_process import ServerProcess, start_server
+from tests.browser.wire import WireTap
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, NEEDS_CHROMIUM]
 
 MARKUP = "<img src=x><i>ops</i>"
 PASSWORDS = {"root": "root's long password", "mia": "mia's long password"}
+# Made-up client names, in no canary file the server was started with.
+CLIENTS = ("Initech Larkspur", "Umbrella Wrenfield")
 
 
 @pytest.fixture(scope="module")
@@ -192,6 +197,86 @@ def test_an_admin_manages_users(browser: Browser, team_server: ServerProcess) ->
         page.get_by_role("tab", name="Audit").click()
         expect(page.get_by_text("tess (given to root)")).to_be_visible()
         expect(page.get_by_text("ugo (shredded)")).to_be_visible()
+    finally:
+        ctx.close()
+
+
+def test_an_admin_edits_a_term_list_that_holds_at_once(
+    browser: Browser, team_server: ServerProcess, canary_upstream: CanaryUpstream
+) -> None:
+    ctx, chat = signed_in(browser, team_server, "root")
+    tap = WireTap().attach(chat)
+    try:
+        page = ctx.new_page()
+        errors: list[str] = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.goto("/admin.html")
+        page.get_by_role("tab", name="Term lists").click()
+        expect(page.get_by_test_id("term-form")).to_be_hidden()
+
+        # New list: the kind follows the name; one term.
+        page.get_by_role("button", name="New list").click()
+        page.get_by_label("List name").fill("clients")
+        expect(page.get_by_label("List kind")).to_have_value("clients")
+        page.get_by_label("List purpose").select_option("sensitive")
+        page.get_by_label("Terms, one per line").fill(f"{CLIENTS[0]}\n\n")
+        expect(page.get_by_test_id("term-count")).to_have_text("1 term")
+        page.get_by_role("button", name="Create list").click()
+        expect(page.get_by_test_id("admin-notice")).to_contain_text("The list clients is saved")
+        expect(page.get_by_test_id("term-form")).to_be_hidden()
+        row = page.locator('[data-testid="term-row"][data-list="clients"]')
+        expect(row.get_by_test_id("term-terms")).to_have_text("1")
+        expect(row.get_by_test_id("term-kind")).to_have_text("clients")
+        expect(row.get_by_test_id("term-purpose")).to_have_text("sensitive")
+        assert CLIENTS[0] not in page.locator("#terms-body").inner_text()
+        assert CLIENTS[0] not in page.get_by_test_id("admin-notice").inner_text()
+
+        # Edit: the terms load into the box; Save replaces them.
+        row.get_by_role("button", name="Edit clients").click()
+        box = page.get_by_label("Terms, one per line")
+        expect(box).to_have_value(CLIENTS[0])
+        expect(page.get_by_label("List name")).not_to_be_editable()
+        box.fill("\n".join(CLIENTS))
+        page.get_by_role("button", name="Save list").click()
+        expect(row.get_by_test_id("term-terms")).to_have_text("2")
+        expect(page.get_by_label("Terms, one per line")).to_have_value("")
+
+        # Too large for one request: the server's 413, said plainly; the list is unchanged.
+        row.get_by_role("button", name="Edit clients").click()
+        page.get_by_label("Terms, one per line").fill(
+            "\n".join(f"Made-up Client {n:05d}" for n in range(1200))
+        )
+        page.get_by_role("button", name="Save list").click()
+        error = page.get_by_test_id("admin-error")
+        expect(error).to_contain_text("larger than this route accepts")
+        expect(error).to_contain_text("holdback terms set clients FILE")
+        expect(error).to_contain_text("body_too_large")
+        page.get_by_role("button", name="Cancel").click()
+        expect(page.get_by_test_id("term-form")).to_be_hidden()
+        shown = ctx.request.get("/api/admin/term-lists/clients").json()
+        assert shown["terms"] == list(CLIENTS)
+
+        # The list holds for the next chat message, without a restart.
+        open_chat(chat)
+        send(chat, f"Book a call with {CLIENTS[1]} and {CLIENTS[0]} on Friday.")
+        tap.wait_for(chat, lambda: bool(tap.of_type("message_accepted")), "message_accepted")
+        accepted = tap.of_type("message_accepted")[-1]
+        assert [m["kind"] for m in accepted["masked"]] == ["clients", "clients"]
+        tap.wait_for(chat, lambda: bool(tap.of_type("assistant_done")), "assistant_done")
+        sent = b"".join(canary_upstream.bodies()).decode("utf-8")
+        assert "<CLIENTS_1>" in sent
+        assert not any(term in sent for term in CLIENTS)
+
+        # Delete: a confirm step first.
+        row.get_by_role("button", name="Delete list clients").click()
+        row.get_by_role("button", name="Cancel").click()
+        expect(row.get_by_role("button", name="Confirm delete")).to_have_count(0)
+        row.get_by_role("button", name="Delete list clients").click()
+        row.get_by_role("button", name="Confirm delete").click()
+        expect(row).to_have_count(0)
+        expect(page.get_by_test_id("admin-notice")).to_contain_text("The list clients is deleted")
+        assert ctx.request.get("/api/admin/term-lists/clients").status == 404
+        assert not [e for e in errors if "413" not in e], errors  # a CSP refusal would be one
     finally:
         ctx.close()
 

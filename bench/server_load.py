@@ -1,21 +1,26 @@
-"""`make bench-server`: holdback against the bare relays under load, and the soak.
+"""`make bench-server`: holdback against the bare relays under load, the watchers, and the soak.
 
 The rule it keeps: every holdback figure is printed next to each relay's from the same run
 (`relay-aiohttp`, the strongest baseline, and `relay` on httpx), as a ratio, and every process
-the run starts is gone when it ends. Two workloads are measured (`--workload`, both by
-default), each server one after the other:
+the run starts is gone when it ends. Three workloads are measured (`--workload`, all three by
+default; `both` is the first two), each server one after the other:
 
 - 10-turn conversations: N = 50, 100, 200 and then N grows until every server's p99 added
   latency passes 100 ms (or `--max-n`);
 - new conversations (burst): at each `--burst-ns` N, `--burst-rounds` rounds of N one-turn
-  conversations opened at once, against an upstream of its own with short replies.
+  conversations opened at once, against an upstream of its own with short replies;
+- watchers: one reply watched by K = 1, 5 and 20 viewers (`--watch-ks`) under three distinct
+  reveal policies, `--watch-rounds` rounds each, holdback only (a relay cannot watch): the
+  CPU per delivered chunk against one viewer, and each extra viewer's CPU over one reply's
+  (`server/watchers.py`).
 
 `--soak` runs the fault-injecting soak instead. `--profile KIND:N[:burst]` records a py-spy
 profile of one server during one window of one workload. Results go to
 bench/results/server_load*.md/.json.
 
-    .venv/bin/python bench/server_load.py                  # both workloads, ~12 minutes
+    .venv/bin/python bench/server_load.py                  # all three workloads, ~15 minutes
     .venv/bin/python bench/server_load.py --workload burst --burst-ns 100,300
+    .venv/bin/python bench/server_load.py --workload watchers --watch-ks 1,5,20 --watch-rounds 5
     .venv/bin/python bench/server_load.py --soak --minutes 10
     .venv/bin/python bench/server_load.py --profile holdback:200
     .venv/bin/python bench/server_load.py --base c565ad0   # and holdback as of c565ad0
@@ -39,7 +44,15 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
-from server import burst_report, driver, profiling, report, soak  # noqa: E402
+from server import (  # noqa: E402
+    burst_report,
+    driver,
+    profiling,
+    report,
+    soak,
+    watchers,
+    watchers_report,
+)
 
 BASE_NS = (50, 100, 200)
 GROW_NS = (300, 400, 500, 600, 800, 1000, 1200, 1600)
@@ -69,6 +82,36 @@ def _rounds(text: str) -> int:
     return value
 
 
+def _watch_ks(text: str) -> tuple[int, ...]:
+    values = _ns(text)
+    if any(v > watchers.MAX_VIEWERS for v in values):
+        raise argparse.ArgumentTypeError(f"each K must be at most {watchers.MAX_VIEWERS}")
+    return values
+
+
+def _watch_rounds(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 30:
+        raise argparse.ArgumentTypeError("--watch-rounds must be between 1 and 30")
+    return value
+
+
+def _watch_chars(text: str) -> int:
+    value = int(text)
+    if not 20 <= value <= 5000:
+        raise argparse.ArgumentTypeError("--watch-chars must be between 20 and 5000")
+    return value
+
+
+WORKLOADS = {
+    "turns": ("turns",),
+    "burst": ("burst",),
+    "watchers": ("watchers",),
+    "both": ("turns", "burst"),
+    "all": ("turns", "burst", "watchers"),
+}
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--ns", type=_ns, default=BASE_NS, help="Ns always measured (50,100,200)")
@@ -84,9 +127,22 @@ def _parser() -> argparse.ArgumentParser:
         help="also measure holdback as of REV, from a git worktree (repeatable); with "
         "--servers relay-aiohttp,relay, every holdback measured is a committed revision",
     )
-    p.add_argument("--workload", choices=("turns", "burst", "both"), default="both")
+    p.add_argument(
+        "--workload",
+        choices=tuple(WORKLOADS),
+        default="all",
+        help="all (default): turns, burst and watchers; both: turns and burst",
+    )
     p.add_argument("--burst-ns", type=_ns, default=(100,), help="Ns of the burst workload")
     p.add_argument("--burst-rounds", type=_rounds, default=5, help="burst rounds per N")
+    p.add_argument("--watch-ks", type=_watch_ks, default=(1, 5, 20), help="viewers per reply")
+    p.add_argument("--watch-rounds", type=_watch_rounds, default=5, help="rounds per K")
+    p.add_argument(
+        "--watch-chars",
+        type=_watch_chars,
+        default=350,
+        help="characters per watched reply (~100 chunks)",
+    )
     p.add_argument("--chars", type=int, default=400, help="characters per reply")
     p.add_argument("--rate", type=float, default=20.0, help="upstream chunks/s per stream")
     p.add_argument("--deflate", action="store_true", help="clients negotiate permessage-deflate")
@@ -200,6 +256,37 @@ def bursts(kinds: list[str], args: argparse.Namespace, settings: driver.Settings
     return results
 
 
+def _watch_line(r: dict[str, Any]) -> str:
+    cells = []
+    for row in sorted(r["rows"], key=lambda x: x["k"]):
+        extra = row["extra_per_viewer"] * 100
+        cells.append(
+            f"K={row['k']}: {row['cpu_ms']:.1f} ms/round, {row['cpu_per_chunk_ms']:.3f} ms/chunk"
+            + ("" if row["k"] == 0 else f", +{extra:.1f} %/viewer ({row['extra_kind']})")
+        )
+    return f"watch {r['server']:13s} " + "; ".join(cells)
+
+
+def watch(kinds: list[str], args: argparse.Namespace, settings: driver.Settings) -> list[Any]:
+    """The watchers workload, for each holdback of this checkout in the run (a relay, or an
+    earlier revision, cannot watch a reply)."""
+    results: list[dict[str, Any]] = []
+    measured = [k for k in kinds if k in driver.HOLDBACKS]
+    if not measured:
+        return results
+    upstream = driver.Upstream(settings, chars=settings.watch_chars)
+    try:
+        for run, kind in enumerate(measured, 1):
+            r = driver.measure_watchers(
+                kind, args.watch_ks, args.watch_rounds, run, upstream, settings
+            )
+            results.append(r)
+            print(_watch_line(r), flush=True)
+    finally:
+        upstream.stop()
+    return results
+
+
 def render(header: str, data: Any) -> str:
     """The report of a saved or fresh load run; a plain list is an old run (10-turn only)."""
     if isinstance(data, list):
@@ -209,6 +296,8 @@ def render(header: str, data: Any) -> str:
         parts.append(report.bench_report(data["turns"]))
     if data.get("burst"):
         parts.append(burst_report.burst_report(data["burst"]))
+    if data.get("watchers"):
+        parts.append(watchers_report.watchers_report(data["watchers"]))
     return "\n\n".join(parts)
 
 
@@ -235,11 +324,14 @@ def _unworktree(tree: Path) -> None:
 
 def bench(args: argparse.Namespace, settings: driver.Settings) -> tuple[str, dict[str, Any]]:
     kinds = _kinds(args)
-    data: dict[str, Any] = {"turns": [], "burst": []}
-    if args.workload in ("turns", "both"):
+    data: dict[str, Any] = {"turns": [], "burst": [], "watchers": []}
+    workloads = WORKLOADS[args.workload]
+    if "turns" in workloads:
         data["turns"] = turns(kinds, args, settings)
-    if args.workload in ("burst", "both"):
+    if "burst" in workloads:
         data["burst"] = bursts(kinds, args, settings)
+    if "watchers" in workloads:
+        data["watchers"] = watch(kinds, args, settings)
     return render(_header("Load and latency", sys.argv[1:]), data), data
 
 
@@ -299,6 +391,7 @@ def main(argv: list[str] | None = None) -> int:
         rate=args.rate,
         deflate=args.deflate,
         burst_rounds=args.burst_rounds,
+        watch_chars=args.watch_chars,
         work=work,
     )
     trees: list[Path] = []

@@ -23,7 +23,7 @@ import orjson
 from websockets.sync.client import connect as ws_connect
 from websockets.typing import Origin
 
-from . import analysis, procs, profiling, script
+from . import analysis, procs, profiling, script, watchers
 
 VENV_BIN = Path(sys.executable).parent
 # holdback as committed, and holdback with the profile-driven fix applied from outside
@@ -55,6 +55,7 @@ class Settings:
     deflate: bool = False
     burst_chars: int = 85  # about 30 chunks of 1-6 characters
     burst_rounds: int = 5
+    watch_chars: int = 350  # the watchers workload's replies: about 100 chunks
     bases: dict[str, Path] = field(default_factory=dict)  # revision -> its worktree
     work: Path = field(default_factory=lambda: Path("/tmp/holdback-bench"))
 
@@ -341,6 +342,98 @@ def measure_burst(
         "upstream_lag_us": log["lag_us"],
     }
     result.update(figures)
+    return result
+
+
+def measure_watchers(
+    kind: str,
+    ks: tuple[int, ...],
+    rounds: int,
+    run: int,
+    upstream: Upstream,
+    settings: Settings,
+) -> dict[str, Any]:
+    """One reply watched by K viewers under three policies, for each K (`watchers.py`).
+
+    The team is made in a new store before holdback starts (`--auth password`, API tokens);
+    the rig reads the server's CPU at each round's edges itself. `upstream` should make
+    replies of `settings.watch_chars`.
+    """
+    if not restores(kind):
+        raise ValueError(f"only holdback watches replies, not {kind!r}")
+    tag = f"watch-{kind}-{run}"
+    data_dir = settings.work / f"data-{tag}"
+    shutil.rmtree(data_dir, ignore_errors=True)
+    tokens = settings.work / f"tokens-{tag}.json"
+    out = settings.work / f"watch-{tag}.json"
+    viewers = max(ks)
+    argv = [sys.executable, "-m", "server.watchers", "setup", "--data-dir", str(data_dir)]
+    argv += ["--viewers", str(viewers), "--out", str(tokens)]
+    setup = procs.Child(f"setup-{tag}", argv, settings.work)
+    try:
+        if setup.wait(timeout=120) != 0:
+            raise procs.ProcessFailedError(f"the team was not made:\n{setup.tail()}")
+    finally:
+        setup.stop()
+    port = procs.free_port()
+    exe = [str(VENV_BIN / "holdback")]
+    python_path = str(procs.BENCH_DIR)
+    if kind == "holdback-fixed":
+        exe = [sys.executable, "-m", "server.patched"]
+    elif kind.startswith(BASE_PREFIX):
+        tree = settings.bases[kind.removeprefix(BASE_PREFIX)]
+        exe = [sys.executable, "-c", "from holdback.cli import main; raise SystemExit(main())"]
+        python_path = f"{tree / 'server'}:{python_path}"
+    argv = [*exe, "serve", "--host", "127.0.0.1", "--port", str(port)]
+    argv += ["--model", "openai:bench-model", "--data-dir", str(data_dir), "--auth", "password"]
+    env = {
+        "PYTHONPATH": python_path,
+        "OPENAI_BASE_URL": f"{upstream.base}/v1",
+        "OPENAI_API_KEY": "x",
+        "HOLDBACK_DATA_DIR": str(data_dir),
+        "HOLDBACK_RATE_LIMIT": "100000",
+        "HOLDBACK_ALLOWED_HOSTS": "127.0.0.1",
+    }
+    server = procs.Child(f"holdback-{tag}", argv, settings.work, env=env, cwd=data_dir)
+    rig: procs.Child | None = None
+    try:
+        procs.wait_http(f"http://127.0.0.1:{port}/healthz", server)
+        upstream.take_log()
+        argv = [sys.executable, "-m", "server.watchers", "run"]
+        argv += ["--url", f"ws://127.0.0.1:{port}/ws", "--origin", f"http://127.0.0.1:{port}"]
+        argv += ["--server-pid", str(server.pid), "--data-dir", str(data_dir)]
+        argv += ["--tokens", str(tokens), "--ks", ",".join(map(str, ks))]
+        argv += ["--rounds", str(rounds), "--out", str(out)]
+        t0 = time.monotonic_ns()
+        rig = procs.Child(f"rig-{tag}", argv, settings.work)
+        reply = settings.watch_chars / 3.5 / settings.rate
+        sub_rounds = rounds * len(watchers.configs(ks)) + 1
+        if rig.wait(timeout=sub_rounds * (reply * 3 + 20) + 60) != 0:
+            raise procs.ProcessFailedError(f"the watchers rig failed:\n{rig.tail()}")
+        seconds = (time.monotonic_ns() - t0) / 1e9
+        log = upstream.take_log()
+        if not server.alive():
+            raise procs.ProcessFailedError(f"{kind} died during the run:\n{server.tail()}")
+    finally:
+        if rig is not None:
+            rig.stop()
+        server.stop(grace=10.0)
+        tokens.unlink(missing_ok=True)
+    data = orjson.loads(out.read_bytes())
+    out.unlink()
+    result: dict[str, Any] = {
+        "server": kind,
+        "workload": "watchers",
+        "ks": list(ks),
+        "rounds": rounds,
+        "seconds": seconds,
+        "chars": settings.watch_chars,
+        "rate": settings.rate,
+        "chunks_per_reply": _mean(len(s.get("sizes", ())) for s in log["streams"]),
+        "upstream_lag_us": log["lag_us"],
+        "warm_up": data.get("warm_up"),
+    }
+    result.update(watchers.figures(data, log["streams"]))
     return result
 
 

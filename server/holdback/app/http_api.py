@@ -130,7 +130,7 @@ async def session(request: Request) -> Response:
     return JSONResponse(
         {
             "auth": runtime.settings.auth,
-            "user": {"id": user.id, "name": user.name, "role": user.role} if user else None,
+            "user": {"id": user.id, "name": user.name} if user else None,
         }
     )
 

@@ -46,6 +46,8 @@ export class Chat extends EventTarget {
     // Conversations this connection watches (`watch`): replies written elsewhere (another
     // tab, or the owner of a conversation shared with us) stream in too, as we may see them.
     this.watched = new Set();
+    // Replies streaming in that another connection asked for: shown live, but not ours to stop.
+    this.watchedStreams = new Set();
     // Conversations whose reply another connection (a tab, a window, a dropped socket) is
     // still receiving: the server would refuse a new message there as `busy`.
     this.streamingElsewhere = new Set();
@@ -66,12 +68,16 @@ export class Chat extends EventTarget {
   // --- what the composer may do -------------------------------------------------------------
 
   get replyInFlight() {
-    return this.currentId !== null
-      && (this.streamingByConv.has(this.currentId) || this.awaitingReply.has(this.currentId));
+    if (this.currentId === null) return false;
+    const streaming = this.streamingByConv.get(this.currentId);
+    return (streaming !== undefined && !this.watchedStreams.has(streaming))
+      || this.awaitingReply.has(this.currentId);
   }
 
   get replyElsewhere() {
-    return this.currentId !== null && this.streamingElsewhere.has(this.currentId);
+    if (this.currentId === null) return false;
+    return this.streamingElsewhere.has(this.currentId)
+      || this.watchedStreams.has(this.streamingByConv.get(this.currentId));
   }
 
   get sendPending() {
@@ -264,6 +270,7 @@ export class Chat extends EventTarget {
     const conversationId = String(frame.conversation_id);
     const messageId = String(frame.message_id);
     const data = newMessage({ id: messageId, role: 'assistant', status: 'streaming' });
+    if (!this.awaitingReply.has(conversationId)) this.watchedStreams.add(messageId);
     this.live.set(messageId, { conversationId, data });
     this.streamingByConv.set(conversationId, messageId);
     this.awaitingReply.delete(conversationId);
@@ -291,6 +298,7 @@ export class Chat extends EventTarget {
     const entry = this.live.get(messageId);
     const conversationId = String(frame.conversation_id);
     if (this.streamingByConv.get(conversationId) === messageId) this.streamingByConv.delete(conversationId);
+    this.watchedStreams.delete(messageId);
     this.awaitingReply.delete(conversationId);
     if (entry) {
       entry.data.status = typeof frame.status === 'string' ? frame.status : 'complete';
@@ -322,6 +330,7 @@ export class Chat extends EventTarget {
         if (this.streamingByConv.get(entry.conversationId) === entry.data.id) {
           this.streamingByConv.delete(entry.conversationId);
         }
+        this.watchedStreams.delete(entry.data.id);
       }
       this.refresh(entry.data);
     } else if (conversationId !== null && this.awaitingReply.has(conversationId)
@@ -364,6 +373,7 @@ export class Chat extends EventTarget {
       }
     }
     this.streamingByConv.clear();
+    this.watchedStreams.clear();
     this.awaitingReply.clear();
     this.emitState();
   }
@@ -380,6 +390,7 @@ export class Chat extends EventTarget {
     this.awaitingReply.clear();
     this.streamingElsewhere.clear();
     this.watched.clear();
+    this.watchedStreams.clear();
     this.mode = 'restored';
     this.setMessages([]);
     this.emitState();

@@ -167,7 +167,8 @@ class Connection(asyncio.Protocol):
                 self.app.handle(self, request)
         except wire.BadRequestError as exc:
             self.app.counts["bad_requests"] += 1
-            self.write(wire.response(400, "Bad Request", wire.error_body(str(exc), "bad_request")))
+            body = wire.error_body(str(exc), "bad_request")
+            self.write(wire.response(400, "Bad Request", body, closing=True))
             self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:

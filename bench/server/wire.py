@@ -91,12 +91,19 @@ def _body_length(headers: dict[str, str]) -> int:
 
 
 def response(
-    status: int, reason: str, body: bytes, content_type: str = "application/json"
+    status: int,
+    reason: str,
+    body: bytes,
+    content_type: str = "application/json",
+    *,
+    closing: bool = False,
 ) -> bytes:
-    """A complete response with a Content-Length (the connection stays open)."""
+    """A complete response with a Content-Length; the connection stays open unless
+    `closing` (then it says `connection: close`, so no client sends on it again)."""
+    close = "connection: close\r\n" if closing else ""
     head = (
         f"HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\n"
-        f"content-length: {len(body)}\r\n\r\n"
+        f"content-length: {len(body)}\r\n{close}\r\n"
     )
     return head.encode("ascii") + body
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -558,6 +559,15 @@ def test_the_oracle_sees_every_spelling(case: Case) -> None:
     assert oracle.shows("Please remember [redacted] <CARD_1> for me.", case.values[0]) is None
 
 
+# A stored record's own timestamps (`2026-12-01T16:40:50.932013+00:00`) are digits the server
+# made, not text of the conversation: seven of them can match seven of a number by chance.
+_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:[+-]\d\d:\d\d|Z)?")
+
+
+def stored_strings(body: Any) -> list[str]:
+    return [s for s in oracle.strings(body) if not _TIMESTAMP.fullmatch(s)]
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("case", params("user"))
 def test_user_to_model(server: Server, case: Case) -> None:
@@ -567,7 +577,7 @@ def test_user_to_model(server: Server, case: Case) -> None:
     sent = oracle.findings(oracle.strings(body), case.values, case.fragment)
     assert not sent, report(case, "the upstream was sent", sent)
     model_view = stored(server.client, conversation_id, "model")
-    kept = oracle.findings(oracle.strings(model_view), case.values, case.fragment)
+    kept = oracle.findings(stored_strings(model_view), case.values, case.fragment)
     assert not kept, report(case, "the stored model view (next turn's history) holds", kept)
     assert frames[-1]["status"] == "complete"
 
@@ -588,7 +598,7 @@ def test_model_to_user(server: Server, case: Case, chunking: str) -> None:
         problems.append(report(case, "the reply as the client joins it shows", found))
     for view in ("", "model"):
         body = stored(server.client, conversation_id, view)
-        if found := oracle.findings(oracle.strings(body), case.values, case.fragment):
+        if found := oracle.findings(stored_strings(body), case.values, case.fragment):
             problems.append(report(case, f"the stored {view or 'owner'} view shows", found))
     assert not problems, "\n".join(problems)
     shown = "".join(delta_texts(frames))

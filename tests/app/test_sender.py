@@ -189,5 +189,34 @@ async def test_drain_waits_for_the_queue(channel: HeldChannel, running: tuple[Se
     assert [f["code"] for f in channel.frames()] == ["frame_too_large", "second"]
 
 
+async def test_a_frame_shared_by_connections_is_never_changed(websocket: WebSocket) -> None:
+    # A view sends one frame object to every connection of its policy; a merge in one
+    # connection's queue must not change what the others (and a late joiner's replay) get.
+    held, flowing = HeldChannel(), HeldChannel()
+    slow_ws = WebSocket(dict(websocket.scope), held.receive, held.send)
+    fast_ws = WebSocket(dict(websocket.scope), flowing.receive, flowing.send)
+    await slow_ws.accept()
+    await fast_ws.accept()
+    held.flowing.clear()
+    slow, fast = Sender(slow_ws, 4096), Sender(fast_ws, 4096)
+    writers = [asyncio.create_task(s.run()) for s in (slow, fast)]
+    first, second, third = delta("a"), delta("b"), delta("c")
+    slow.send({"type": "assistant_start", "message_id": "m1"})
+    await settle()  # in flight, held
+    for frame in (first, second, third):
+        slow.send(frame)
+        fast.send(frame)
+        await settle()
+    assert (first["text"], second["text"], third["text"]) == ("a", "b", "c")
+    held.flowing.set()
+    await slow.drain()
+    await fast.drain()
+    assert [f.get("text") for f in held.frames()] == [None, "abc"]
+    assert [f["text"] for f in flowing.frames()] == ["a", "b", "c"]
+    for s in (slow, fast):
+        s.stop()
+    await asyncio.wait_for(asyncio.gather(*writers), timeout=5)
+
+
 def test_encode_is_compact_json() -> None:
     assert encode({"type": "x", "text": "é"}) == '{"type":"x","text":"é"}'

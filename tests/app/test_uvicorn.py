@@ -124,6 +124,16 @@ async def test_same_origin_and_originless_handshakes_are_accepted(server: Server
         assert (await chat(ws, "from a script"))[-1]["status"] == "complete"
 
 
+async def test_compression_is_never_negotiated(server: ServerProcess) -> None:
+    # A browser always offers permessage-deflate; a context shared by the model's text and
+    # restored values would make frame sizes an oracle on the values.
+    async with connect(server.ws_url, origin=server.origin, compression="deflate") as ws:
+        assert ws.response is not None
+        assert "sec-websocket-extensions" not in {k.lower() for k in ws.response.headers}
+        assert ws.protocol.extensions == []
+        assert (await chat(ws, "compressed?"))[-1]["status"] == "complete"
+
+
 async def test_password_server_handshake(tmp_path: Path, accounts: Accounts) -> None:
     env = process_env(
         tmp_path, {"HOLDBACK_DATA_DIR": str(accounts.data_dir), "HOLDBACK_AUTH": "password"}

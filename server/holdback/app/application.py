@@ -28,6 +28,7 @@ from holdback.app.auth import Authenticator
 from holdback.app.limits import RequestLimits, SecurityHeaders
 from holdback.app.pipeline import ChatService
 from holdback.app.runtime import Runtime
+from holdback.app.sender import RAW_SEND
 from holdback.app.settings import Settings
 from holdback.app.term_reload import TermLists, detectors_for
 from holdback.app.terms import kind_of, read_terms
@@ -163,6 +164,8 @@ class ContainErrors:
             await self.app(scope, receive, send)
             return
         started = False
+        if scope["type"] == "websocket":
+            scope[RAW_SEND] = send  # for frames once accepted (`sender.Sender`)
 
         async def watch(message: Message) -> None:
             nonlocal started

@@ -105,6 +105,10 @@ def uvicorn_config(app: ASGIApp, settings: Settings, **extra: Any) -> uvicorn.Co
         # Room above the limit, so a frame just over it reaches the app, which answers with an
         # error frame before closing with 1009; far larger frames uvicorn refuses itself.
         ws_max_size=settings.max_frame_bytes * 2 + 4096,
+        # No permessage-deflate: a compression context shared by the model's text (which a
+        # prompt injection controls) and restored values makes frame sizes an oracle on the
+        # values (CRIME, BREACH), and it costs CPU per frame per connection.
+        ws_per_message_deflate=False,
         h11_max_incomplete_event_size=settings.max_header_bytes,
         limit_concurrency=settings.max_connections,
         lifespan="on",

@@ -6,6 +6,12 @@ same message, channel and tool call is still waiting is merged into it, so a cli
 behind gets fewer, larger frames. If the text waiting still passes the byte limit, the client is
 too slow to serve: the connection is closed (1013, try again later) and the reply goes on
 server-side, to be read back over HTTP.
+
+One frame sent to many connections (a reply's viewers under one policy) is encoded once: the
+frame last encoded is remembered by identity, and wire frames are never changed once made (a
+merge changes this queue's own copy). Once the socket is accepted, frames go straight to the
+server's `send` (`RAW_SEND` in the scope), past the middlewares, which only watch the handshake
+and the close.
 """
 
 from __future__ import annotations
@@ -16,20 +22,32 @@ from collections import deque
 from typing import Any
 
 import orjson
+from starlette.types import Message
 from starlette.websockets import WebSocket, WebSocketState
 
 Frame = dict[str, Any]
+RAW_SEND = "holdback.raw_send"  # the scope key of the server's own `send`
+_OVERHEAD = 64  # bytes a queued frame counts beyond its text
+
+_last: tuple[Frame, str] | None = None
 
 
 def encode(frame: Frame) -> str:
-    return orjson.dumps(frame).decode()
+    global _last
+    last = _last
+    if last is not None and last[0] is frame:
+        return last[1]
+    text = orjson.dumps(frame).decode()
+    _last = (frame, text)
+    return text
 
 
 class Sender:
     def __init__(self, websocket: WebSocket, limit_bytes: int) -> None:
         self.websocket = websocket
         self.limit_bytes = limit_bytes
-        self._queue: deque[Frame] = deque()
+        # Entries are [frame, its encoding or None once a merge changed it].
+        self._queue: deque[list[Any]] = deque()
         self._queued_bytes = 0
         self._wakeup = asyncio.Event()
         self._drained = asyncio.Event()
@@ -40,15 +58,20 @@ class Sender:
         """Queue a frame (never blocks); merge it into a waiting delta of the same stream."""
         if self.closed:
             return
-        if frame.get("type") == "assistant_delta" and self._queue:
-            last = self._queue[-1]
-            if last.get("type") == "assistant_delta" and _same_stream(last, frame):
-                last["text"] += frame["text"]
+        queue = self._queue
+        if queue and frame.get("type") == "assistant_delta":
+            last = queue[-1]
+            waiting = last[0]
+            if waiting.get("type") == "assistant_delta" and _same_stream(waiting, frame):
+                if last[1] is not None:  # the first merge: the frame may be shared
+                    waiting = last[0] = dict(waiting)
+                    last[1] = None
+                waiting["text"] += frame["text"]
                 self._queued_bytes += len(frame["text"])
                 self._check_limit()
                 return
-        self._queue.append(dict(frame))
-        self._queued_bytes += len(frame.get("text", "")) + 64
+        queue.append([frame, encode(frame)])
+        self._queued_bytes += len(frame.get("text", "")) + _OVERHEAD
         self._check_limit()
         self._wakeup.set()
 
@@ -61,18 +84,22 @@ class Sender:
 
     async def run(self) -> None:
         """Write queued frames until the connection closes."""
+        websocket = self.websocket
+        raw = websocket.scope.get(RAW_SEND)
+        send = raw if raw is not None else websocket.send
         try:
             while True:
                 if self.overflowed:
                     with contextlib.suppress(Exception):
-                        await self.websocket.close(code=1013, reason="client too slow")
+                        await websocket.close(code=1013, reason="client too slow")
                     return
                 if self._queue:
-                    frame = self._queue.popleft()
-                    self._queued_bytes -= len(frame.get("text", "")) + 64
-                    if self.websocket.application_state != WebSocketState.CONNECTED:
+                    frame, text = self._queue.popleft()
+                    self._queued_bytes -= len(frame.get("text", "")) + _OVERHEAD
+                    if websocket.application_state != WebSocketState.CONNECTED:
                         return
-                    await self.websocket.send_text(encode(frame))
+                    message: Message = {"type": "websocket.send", "text": text or encode(frame)}
+                    await send(message)
                     if not self._queue:
                         self._drained.set()
                     continue

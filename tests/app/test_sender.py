@@ -218,5 +218,43 @@ async def test_a_frame_shared_by_connections_is_never_changed(websocket: WebSock
     await asyncio.wait_for(asyncio.gather(*writers), timeout=5)
 
 
+async def test_watched_frames_wait_and_go_together(
+    channel: HeldChannel, websocket: WebSocket
+) -> None:
+    sender = Sender(websocket, 4096, watch_interval=30.0)
+    writer = asyncio.create_task(sender.run())
+    try:
+        sender.send_watched({"type": "assistant_start", "message_id": "w1"})
+        for piece in ("one ", "two ", "three"):
+            sender.send_watched(delta(piece, message_id="w1"))
+            await settle()
+        assert channel.frames() == []  # a watcher's frames wait (here, up to 30 s)
+        sender.send({"type": "message_accepted", "message_id": "own"})  # one of its own
+        await sender.drain()
+        assert [(f["type"], f.get("text")) for f in channel.frames()] == [
+            ("assistant_start", None),
+            ("assistant_delta", "one two three"),
+            ("message_accepted", None),
+        ]
+    finally:
+        sender.stop()
+        await asyncio.wait_for(writer, timeout=5)
+
+
+async def test_watched_frames_go_within_the_interval(
+    channel: HeldChannel, websocket: WebSocket
+) -> None:
+    sender = Sender(websocket, 4096, watch_interval=0.02)
+    writer = asyncio.create_task(sender.run())
+    try:
+        for piece in ("a", "b", "c"):
+            sender.send_watched(delta(piece))
+        await sender.drain()  # the timer, not another frame, sends them
+        assert [f["text"] for f in channel.frames()] == ["abc"]
+    finally:
+        sender.stop()
+        await asyncio.wait_for(writer, timeout=5)
+
+
 def test_encode_is_compact_json() -> None:
     assert encode({"type": "x", "text": "é"}) == '{"type":"x","text":"é"}'

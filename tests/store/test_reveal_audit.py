@@ -61,6 +61,38 @@ async def test_reveals_are_recorded_without_labels_and_listed_newest_first(
     assert len(await store.list_reveal_events(viewer_id=grace.id)) == 3
 
 
+async def test_one_read_is_recorded_in_one_transaction(store: Store) -> None:
+    ada = await store.create_user("ada", None)
+    chat = await store.create_conversation(ada.id)
+    first = await store.add_message(chat.id, "user", "<EMAIL_1>")
+    second = await store.add_message(chat.id, "assistant", "<EMAIL_1> <PHONE_1>")
+    writes: list[str] = []
+    real = store._db.write
+
+    async def counted(work, **kwargs):  # type: ignore[no-untyped-def]
+        writes.append(kwargs.get("what", ""))
+        return await real(work, **kwargs)
+
+    store._db.write = counted  # type: ignore[method-assign]
+    shown = [
+        (None, [("<EMAIL_1>", "email", "plain")]),
+        (first.id, [("<EMAIL_1>", "email", "plain")]),
+        (second.id, [("<EMAIL_1>", "email", "plain"), ("<PHONE_1>", "phone", "label")]),
+    ]
+    assert await store.record_read(ada.id, chat.id, shown) == 3
+    assert writes == ["recording reveals"]
+    events = await store.list_reveal_events()
+    assert sorted((e.message_id or "", e.token) for e in events) == sorted(
+        [("", "<EMAIL_1>"), (first.id, "<EMAIL_1>"), (second.id, "<EMAIL_1>")]
+    )
+    # A read that showed nothing worth recording writes nothing; a bad part refuses it all.
+    assert await store.record_read(ada.id, chat.id, [(first.id, [("<X_1>", "x", "label")])]) == 0
+    assert writes == ["recording reveals"]
+    with pytest.raises(InvalidRecordError):
+        await store.record_read(ada.id, chat.id, [*shown, (second.id, [("<E_1>", "e", "loud")])])
+    assert len(await store.list_reveal_events()) == 3
+
+
 async def test_reveals_refuse_what_is_not_a_token_kind_or_level(store: Store) -> None:
     ada = await store.create_user("ada", None)
     for token in (CANARY, "<email_1>", "<EMAIL_0>", "", "<" + "A" * 120 + "_1>"):

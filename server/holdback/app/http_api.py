@@ -44,7 +44,7 @@ from holdback.app.views import (
     restore_message,
 )
 from holdback.errors import HoldbackError, wire_message
-from holdback.reveal import RevealPolicy
+from holdback.reveal import Level, RevealPolicy
 from holdback.store.errors import (
     ConversationNotFoundError,
     GroupNotFoundError,
@@ -319,12 +319,13 @@ async def get_conversation(request: Request) -> Response:
             policy = await _viewer_policy(runtime, user)
         reader = Reader(vault, policy, track=True)
         title = owner_title(conversation, vault, messages, typed, reader=reader)
-        await _record(runtime, user, conversation.id, None, reader)
+        shown: list[tuple[str | None, list[tuple[str, str, Level]]]] = [(None, reader.revealed())]
         body = conversation_json(conversation, vault, title=title)
         body["messages"] = []
         for m in messages:
             body["messages"].append(restore_message(m, vault, typed.get(m.id), reader=reader))
-            await _record(runtime, user, conversation.id, m.id, reader)
+            shown.append((m.id, reader.revealed()))
+        await runtime.store.record_read(user.id, conversation.id, shown)  # one write per read
         body["view"] = "owner" if owner else "shared"
     if share is not None:
         body.update(shared=True, owner=share.owner, access=share.access)

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from holdback.app.viewers import TooManyViewsError, Views, view_vault
-from holdback.app.watching import Watcher, Watchers, policy_for
+from holdback.app.watching import Watcher, Watchers, connection_of, policy_for
 from holdback.detect import DetectorSet, TermMatcher
 from holdback.errors import HoldbackError, describe, wire_message
 from holdback.providers.base import ChatMessage, ChatRequest, Provider
@@ -282,7 +282,7 @@ class ChatService:
 
     async def _attach_watchers(self, reply: Reply, sender: Emit) -> None:
         for watcher in self.watchers.of(reply.conversation_id):
-            if watcher.emit != sender:
+            if connection_of(watcher.emit) is not connection_of(sender):
                 await self._attach(reply, watcher)
 
     async def _attach(self, reply: Reply, watcher: Watcher) -> None:

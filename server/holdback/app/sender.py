@@ -7,6 +7,11 @@ behind gets fewer, larger frames. If the text waiting still passes the byte limi
 too slow to serve: the connection is closed (1013, try again later) and the reply goes on
 server-side, to be read back over HTTP.
 
+Frames of replies this connection only watches (`send_watched`: another connection sent the
+message) may wait up to `watch_interval` seconds, coalescing as above, so a viewer costs the
+server one write per interval rather than one per frame; frames of a reply the connection
+asked for (`send`) go at once, and take whatever waits with them, in order.
+
 One frame sent to many connections (a reply's viewers under one policy) is encoded once: the
 frame last encoded is remembered by identity, and wire frames are never changed once made (a
 merge changes this queue's own copy). Once the socket is accepted, frames go straight to the
@@ -43,9 +48,13 @@ def encode(frame: Frame) -> str:
 
 
 class Sender:
-    def __init__(self, websocket: WebSocket, limit_bytes: int) -> None:
+    def __init__(self, websocket: WebSocket, limit_bytes: int, watch_interval: float = 0.0) -> None:
         self.websocket = websocket
         self.limit_bytes = limit_bytes
+        self.watch_interval = watch_interval
+        self._loop = asyncio.get_running_loop()
+        self._due: float | None = None  # when what is queued must be written
+        self._timer: asyncio.TimerHandle | None = None
         # Entries are [frame, its encoding or None once a merge changed it].
         self._queue: deque[list[Any]] = deque()
         self._queued_bytes = 0
@@ -56,8 +65,25 @@ class Sender:
 
     def send(self, frame: Frame) -> None:
         """Queue a frame (never blocks); merge it into a waiting delta of the same stream."""
+        self._queue_frame(frame, 0.0)
+
+    def send_watched(self, frame: Frame) -> None:
+        """`send`, for a frame that may wait up to `watch_interval` to go with others."""
+        self._queue_frame(frame, self.watch_interval)
+
+    def _queue_frame(self, frame: Frame, wait: float) -> None:
         if self.closed:
             return
+        due = self._loop.time() + wait
+        if self._due is None or due < self._due:
+            self._due = due
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if wait > 0:
+                self._timer = self._loop.call_at(due, self._wakeup.set)
+            else:
+                self._wakeup.set()
         queue = self._queue
         if queue and frame.get("type") == "assistant_delta":
             last = queue[-1]
@@ -73,7 +99,6 @@ class Sender:
         queue.append([frame, encode(frame)])
         self._queued_bytes += len(frame.get("text", "")) + _OVERHEAD
         self._check_limit()
-        self._wakeup.set()
 
     def _check_limit(self) -> None:
         if self._queued_bytes > self.limit_bytes:
@@ -93,7 +118,11 @@ class Sender:
                     with contextlib.suppress(Exception):
                         await websocket.close(code=1013, reason="client too slow")
                     return
-                if self._queue:
+                if self._queue and self._due is not None and self._loop.time() < self._due:
+                    self._wakeup.clear()
+                    await self._wakeup.wait()
+                    continue
+                if self._queue:  # due: everything queued goes now
                     frame, text = self._queue.popleft()
                     self._queued_bytes -= len(frame.get("text", "")) + _OVERHEAD
                     if websocket.application_state != WebSocketState.CONNECTED:
@@ -101,6 +130,7 @@ class Sender:
                     message: Message = {"type": "websocket.send", "text": text or encode(frame)}
                     await send(message)
                     if not self._queue:
+                        self._due = None
                         self._drained.set()
                     continue
                 if self.closed:
@@ -115,6 +145,9 @@ class Sender:
 
     def stop(self) -> None:
         self.closed = True
+        self._due = None
+        if self._timer is not None:
+            self._timer.cancel()
         self._wakeup.set()
 
     async def drain(self) -> None:

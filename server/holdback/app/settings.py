@@ -42,6 +42,8 @@ class Settings:
     max_frame_bytes: int = 64 * 1024
     rate_limit_per_minute: int = 30
     send_queue_bytes: int = 1024 * 1024
+    # Seconds a watched reply's frames may wait to go out together (`sender.Sender`).
+    watch_interval: float = 0.1
     demo_chunk_delay: float = 0.02
     shutdown_grace: float = 10.0
     session_days: int = 14
@@ -236,6 +238,9 @@ def resolve(
             "HOLDBACK_SEND_QUEUE_BYTES",
             4096,
             1 << 30,
+        ),
+        watch_interval=_seconds(
+            env.get("HOLDBACK_WATCH_INTERVAL", "0.1"), "HOLDBACK_WATCH_INTERVAL", 0.0, 1.0
         ),
         demo_chunk_delay=_float(
             env.get("HOLDBACK_DEMO_CHUNK_DELAY", "0.02"), "HOLDBACK_DEMO_CHUNK_DELAY"

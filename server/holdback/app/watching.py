@@ -38,6 +38,12 @@ class TooManyWatchersError(HoldbackError):
     code = "too_many_watchers"
 
 
+def connection_of(emit: Emit) -> object:
+    """The connection an emit sends to: a connection's emits are bound methods of its one
+    sender (`send`, `send_watched`), so they are told apart from other connections by it."""
+    return getattr(emit, "__self__", emit)
+
+
 @dataclass(frozen=True, slots=True)
 class Watcher:
     emit: Emit
@@ -66,7 +72,8 @@ class Watchers:
     def add(self, conversation_id: str, watcher: Watcher) -> bool:
         """Start watching; False if this connection already watches the conversation."""
         watching = self._by_conversation.setdefault(conversation_id, [])
-        if any(w.emit == watcher.emit for w in watching):
+        connection = connection_of(watcher.emit)
+        if any(connection_of(w.emit) is connection for w in watching):
             return False
         if len(watching) >= MAX_WATCHERS:
             raise TooManyWatchersError(f"a conversation has at most {MAX_WATCHERS} watchers")
@@ -76,9 +83,14 @@ class Watchers:
         return True
 
     def remove(self, emit: Emit) -> None:
-        """The connection is gone: it watches nothing any more."""
+        """The connection of `emit` is gone: it watches nothing any more."""
         for conversation_id in list(self._by_conversation):
-            kept = [w for w in self._by_conversation[conversation_id] if w.emit != emit]
+            connection = connection_of(emit)
+            kept = [
+                w
+                for w in self._by_conversation[conversation_id]
+                if connection_of(w.emit) is not connection
+            ]
             if kept:
                 self._by_conversation[conversation_id] = kept
             else:
@@ -95,4 +107,8 @@ class Watchers:
         return list(self._by_conversation.get(conversation_id, ()))
 
     def watched_by(self, emit: Emit) -> int:
-        return sum(any(w.emit == emit for w in ws) for ws in self._by_conversation.values())
+        connection = connection_of(emit)
+        return sum(
+            any(connection_of(w.emit) is connection for w in ws)
+            for ws in self._by_conversation.values()
+        )

@@ -134,7 +134,7 @@ async def chat_socket(websocket: WebSocket) -> None:
         return
     await websocket.accept()
     settings = runtime.settings
-    sender = Sender(websocket, settings.send_queue_bytes)
+    sender = Sender(websocket, settings.send_queue_bytes, settings.watch_interval)
     writer = asyncio.create_task(sender.run())
     watch = _Watch(runtime, websocket, user)
     if watch.key is not None:
@@ -188,6 +188,7 @@ async def chat_socket(websocket: WebSocket) -> None:
         runtime.service.unwatch(sender.send)
         for reply in list(runtime.service.replies.values()):
             reply.detach(sender.send)
+            reply.detach(sender.send_watched)
         sender.stop()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(writer, timeout=5)
@@ -238,7 +239,7 @@ async def _handle(
                 return None
             if kind == "watch":
                 watch.watches = True
-                return await service.watch(user_id, conversation_id, sender.send)
+                return await service.watch(user_id, conversation_id, sender.send_watched)
             else:
                 await service.cancel(user_id, conversation_id)
             return None

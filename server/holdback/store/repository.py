@@ -489,6 +489,33 @@ class Store:
             )
         return len(kept)
 
+    async def record_read(
+        self,
+        viewer_id: str | None,
+        conversation_id: str,
+        shown: Sequence[tuple[str | None, Sequence[tuple[str, str, str]]]],
+    ) -> int:
+        """`record_reveals` for one read of a conversation: `(message id or None for the
+        title, items)` per part shown, all in one transaction. Returns the rows written."""
+        audit_log.check_id(viewer_id, "viewer")
+        audit_log.check_id(conversation_id, "conversation")
+        parts = []
+        for message_id, items in shown:
+            audit_log.check_id(message_id, "message")
+            kept = audit_log.check_reveals(items)
+            if kept:
+                parts.append((message_id, kept))
+        if parts:
+
+            async def write(session: AsyncSession) -> None:
+                for message_id, kept in parts:
+                    await audit_log.insert_reveals(
+                        session, viewer_id, conversation_id, message_id, kept
+                    )
+
+            await self._db.write(write, what="recording reveals")
+        return sum(len(kept) for _, kept in parts)
+
     async def record_admin(self, actor_id: str | None, action: str, target: str) -> None:
         """Record an admin's action (`user.delete`) on a target named by name (`ada`)."""
         audit_log.check_id(actor_id, "user")

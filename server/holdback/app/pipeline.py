@@ -266,14 +266,15 @@ class ChatService:
     async def watch(self, viewer_id: str, conversation_id: str, emit: Emit) -> Reply | None:
         """Send `emit` the conversation's reply in flight (from its start), which is returned,
         and every later one, under the viewer's policy; `not_found` if they may not read it."""
-        if await policy_for(self.store, viewer_id, conversation_id, await self._rules()) is None:
+        policy = await policy_for(self.store, viewer_id, conversation_id, await self._rules())
+        if policy is None:
             raise UnknownConversationError
         watcher = Watcher(emit, viewer_id)
         if not self.watchers.add(conversation_id, watcher):
             return None
         reply = self.replies.get(conversation_id)
-        if reply is not None:
-            await self._attach(reply, watcher)
+        if reply is not None:  # the policy just read holds for the reply in flight
+            self._attach_as(reply, watcher, policy)
         return reply
 
     def unwatch(self, emit: Emit) -> None:
@@ -296,6 +297,10 @@ class ChatService:
         if policy is None:
             self.watchers.drop(reply.conversation_id, watcher)
             return
+        self._attach_as(reply, watcher, policy)
+
+    @staticmethod
+    def _attach_as(reply: Reply, watcher: Watcher, policy: RevealPolicy) -> None:
         try:
             reply.attach(watcher.emit, policy, watcher.viewer_id)
         except TooManyViewsError:

@@ -54,12 +54,13 @@ async def policy_for(
     store: Store, viewer_id: str, conversation_id: str, rules: Rules
 ) -> RevealPolicy | None:
     """The viewer's policy for the conversation now, or None if they may not read it."""
-    access = await store.access_of(conversation_id, viewer_id)
-    if access is None:
+    standing = await store.standing_of(conversation_id, viewer_id)  # one read
+    if standing is None:
         return None
+    access, groups = standing
     if access == "owner":
         return rules.for_viewer(owner=True)
-    return rules.for_viewer(owner=False, groups=await store.groups_of(viewer_id))
+    return rules.for_viewer(owner=False, groups=groups)
 
 
 class Watchers:

@@ -50,6 +50,9 @@ def to_conversation(row: ConversationRow) -> Conversation:
         title=row.title,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        current_leaf=row.current_leaf,
+        system_prompt=row.system_prompt,
+        model=row.model,
     )
 
 
@@ -67,6 +70,8 @@ def to_message(row: Any) -> Message:
         meta=dict(row.meta),
         created_at=row.created_at,
         updated_at=row.updated_at,
+        parent_id=row.parent_id,
+        model=row.model,
     )
 
 

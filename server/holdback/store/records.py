@@ -70,6 +70,9 @@ class Conversation:
     title: str
     created_at: datetime
     updated_at: datetime
+    current_leaf: str | None = None  # the last message of the branch shown (None: by seq)
+    system_prompt: str | None = None  # tokenized
+    model: str | None = None  # the model of its next reply (None: the server's default)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +88,8 @@ class Message:
     meta: dict[str, object]
     created_at: datetime
     updated_at: datetime
+    parent_id: str | None = None  # the message this one follows (None: the first)
+    model: str | None = None  # the model a reply was asked of
 
 
 @dataclass(frozen=True, slots=True)

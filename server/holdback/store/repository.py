@@ -461,6 +461,19 @@ class Store:
         or None: no such conversation, no share, or a disabled or unknown viewer."""
         return await self._db.read(lambda s: sharing.access_of(s, conversation_id, viewer_id))
 
+    async def standing_of(
+        self, conversation_id: str, viewer_id: str
+    ) -> tuple[Access, list[str]] | None:
+        """`access_of` and, if the viewer has access, `groups_of`, in one read."""
+
+        async def read(session: AsyncSession) -> tuple[Access, list[str]] | None:
+            access = await sharing.access_of(session, conversation_id, viewer_id)
+            if access is None:
+                return None
+            return access, [] if access == "owner" else await team.groups_of(session, viewer_id)
+
+        return await self._db.read(read)
+
     async def shared_with(self, viewer_id: str) -> list[SharedConversation]:
         """The conversations others shared with the viewer, directly or through a group, most
         recently updated first, each with its owner's name and the viewer's access."""

@@ -109,6 +109,8 @@ class UserRow(Base):
     disabled_at: Mapped[datetime | None]
     # No Python-side default: rows written as older revisions wrote them (no role) must work.
     role: Mapped[str] = mapped_column(String(16), server_default="member")
+    # Migration 0006: custom instructions, sealed (AAD: the user's id); they may hold values.
+    instructions_ciphertext: Mapped[bytes | None] = mapped_column(LargeBinary)
 
 
 class SessionRow(Base):
@@ -146,6 +148,10 @@ class ConversationRow(Base):
     title: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
+    # Migration 0006: the branch shown, tokenized system prompt, the model of the next reply.
+    current_leaf: Mapped[str | None] = mapped_column(String(ID_LENGTH))
+    system_prompt: Mapped[str | None] = mapped_column(Text)
+    model: Mapped[str | None] = mapped_column(String(200))
 
 
 class MessageRow(Base):
@@ -169,6 +175,9 @@ class MessageRow(Base):
     meta: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
+    # Migration 0006: the message this one follows (a tree), and the model a reply was asked of.
+    parent_id: Mapped[str | None] = mapped_column(String(ID_LENGTH))
+    model: Mapped[str | None] = mapped_column(String(200))
 
 
 class VaultEntryRow(Base):

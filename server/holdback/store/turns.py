@@ -145,6 +145,8 @@ def _values(message: Message) -> dict[str, object]:
         "meta": message.meta,
         "created_at": message.created_at,
         "updated_at": message.updated_at,
+        "parent_id": message.parent_id,
+        "model": message.model,
     }
 
 
@@ -202,6 +204,9 @@ def create(
         "title": title,
         "created_at": now,
         "updated_at": now,
+        "current_leaf": None,
+        "system_prompt": None,
+        "model": None,
     }
     run.run(_INSERT_CONVERSATION, numbered([row]))
     return conversation

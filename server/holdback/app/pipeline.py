@@ -33,7 +33,7 @@ import secrets
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -149,9 +149,13 @@ class ChatService:
         rate_limit_per_minute: int = 30,
         offload_chars: int = 1024,
         offload_workers: int = 2,
+        models: Mapping[str, Provider] | None = None,
     ) -> None:
         self.store = store
         self.provider = provider
+        # Model id -> provider, the default first; `provider` alone is the model "default".
+        self.models: dict[str, Provider] = dict(models) if models else {"default": provider}
+        self.default_model = next(iter(self.models))
         self.guard_mode = guard_mode
         self.guard_window = guard_window
         self.phone_region = phone_region

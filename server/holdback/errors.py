@@ -17,7 +17,8 @@ from typing import ClassVar
 # code -> the fixed message a client sees. The only place these sentences live.
 WIRE_ERRORS: dict[str, str] = {
     "bad_frame": "the frame is not valid: send a JSON object as a text frame",
-    "unknown_type": "unknown frame type; expected user_message, cancel or watch",
+    "unknown_type": "unknown frame type; expected user_message, edit, regenerate, continue, "
+    "cancel, watch or resume",
     "missing_field": "the frame lacks a required field",
     "frame_too_large": "the frame is larger than this server accepts",
     "not_found": "no such conversation",
@@ -44,6 +45,11 @@ WIRE_ERRORS: dict[str, str] = {
     "login_throttled": "too many failed sign-ins; wait before trying again",
     "login_busy": "the server is checking too many sign-ins; try again in a moment",
     "forbidden": "only an admin may do this",
+    "message_not_found": "no such message in a conversation you may continue",
+    "not_editable": "that message cannot be used so: edit a message you wrote, regenerate a "
+    "reply, continue a reply cut off by its length limit",
+    "not_resumable": "that reply can no longer be resumed here; read it back over HTTP",
+    "unknown_model": "no such model on this server; GET /api/models lists them",
     "too_many_watchers": "too many connections watch this conversation, or this connection "
     "watches too many; close one first",
 }

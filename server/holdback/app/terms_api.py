@@ -1,9 +1,10 @@
 """`/api/admin/term-lists`: the team's sensitive and forbidden term lists, edited live.
 
 The rules:
-- Admins only, like every `/api/admin/…` route. A list is a name, a kind (its values are
-  tokens `<KIND_N>`), a purpose (`sensitive`: pseudonymized; `forbidden`: never shown) and
-  its terms, stored sealed like the vault (`Store.save_term_list`).
+- Admins only, like every `/api/admin/…` route (`admin_common.admin_route`). A list is a
+  name, a kind (its values are tokens `<KIND_N>`), a purpose (`sensitive`: pseudonymized;
+  `forbidden`: never shown) and its terms, stored sealed like the vault
+  (`Store.save_term_list`).
 - A change holds for the next message at once on this server (`TermLists.reload`), and on
   others within seconds; a reply under way keeps the lists it started with.
 - The admin trail names the list, never a term. Terms are shown only to admins, and only on
@@ -18,10 +19,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from holdback.app.admin_api import _admin, _bad, _did, _refused
+from holdback.app.admin_common import admin_route, bad, record, refusals
 from holdback.app.http_api import _body, _runtime, problem
-from holdback.store.errors import StoreError
-from holdback.store.records import TermList
+from holdback.store.records import TermList, User
 
 
 def _summary(term_list: TermList) -> dict[str, Any]:
@@ -34,18 +34,14 @@ def _summary(term_list: TermList) -> dict[str, Any]:
     }
 
 
-async def list_term_lists(request: Request) -> Response:
-    admin = await _admin(request)
-    if isinstance(admin, Response):
-        return admin
+@admin_route
+async def list_term_lists(request: Request, admin: User) -> Response:
     lists = await _runtime(request).store.load_term_lists()
     return JSONResponse({"term_lists": [_summary(t) for t in lists]})
 
 
-async def get_term_list(request: Request) -> Response:
-    admin = await _admin(request)
-    if isinstance(admin, Response):
-        return admin
+@admin_route
+async def get_term_list(request: Request, admin: User) -> Response:
     name = request.path_params["name"]
     for term_list in await _runtime(request).store.load_term_lists():
         if term_list.name == name:
@@ -53,10 +49,8 @@ async def get_term_list(request: Request) -> Response:
     return problem(404, "not_found", "no such term list")
 
 
-async def put_term_list(request: Request) -> Response:
-    admin = await _admin(request)
-    if isinstance(admin, Response):
-        return admin
+@admin_route
+async def put_term_list(request: Request, admin: User) -> Response:
     runtime = _runtime(request)
     name = request.path_params["name"]
     body = await _body(request)
@@ -69,29 +63,25 @@ async def put_term_list(request: Request) -> Response:
         or not isinstance(terms, list)
         or not all(isinstance(t, str) for t in terms)
     ):
-        return _bad(
+        return bad(
             "send JSON with 'kind' (a name such as clients), 'purpose' (sensitive or "
             "forbidden) and 'terms' (a list of strings)"
         )
-    try:
+    with refusals():
         await runtime.store.save_term_list(name, kind, purpose, terms)
-    except StoreError as exc:
-        return _refused(exc)
-    await _did(runtime, admin, "terms.set", name)
+    await record(runtime, admin, "terms.set", name)
     if runtime.terms is not None:
         await runtime.terms.reload()
     return JSONResponse({"name": name, "kind": kind, "purpose": purpose, "terms": len(terms)})
 
 
-async def delete_term_list(request: Request) -> Response:
-    admin = await _admin(request)
-    if isinstance(admin, Response):
-        return admin
+@admin_route
+async def delete_term_list(request: Request, admin: User) -> Response:
     runtime = _runtime(request)
     name = request.path_params["name"]
     if not await runtime.store.delete_term_list(name):
         return problem(404, "not_found", "no such term list")
-    await _did(runtime, admin, "terms.delete", name)
+    await record(runtime, admin, "terms.delete", name)
     if runtime.terms is not None:
         await runtime.terms.reload()
     return Response(status_code=204)

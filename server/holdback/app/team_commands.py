@@ -117,6 +117,50 @@ def _command(
     return parser
 
 
+# A command that makes one change records it only if it changed something, and says which it
+# was. By admin action: (the target recorded, the line when it changed, the line when it was
+# so already), filled with the command's arguments and words; a policy's scope as people read
+# it (`scope_name`) and as the admin trail names it (`stored`).
+# fmt: off
+_CHANGES: dict[str, tuple[str, str, str]] = {
+    "group.member.add": ("{group} {user}", "{user} joined group {group}",
+                         "{user} was already in group {group}"),
+    "group.member.remove": ("{group} {user}", "{user} left group {group}",
+                            "{user} was not in group {group}"),
+    "policy.set": ("{stored} {kind} {level}", "{kind} is now shown at {level} to {scope_name}",
+                   "{kind} is already shown at {level} to {scope_name}"),
+    "policy.clear": ("{stored} {kind}", "{scope_name} no longer sets {kind}",
+                     "{scope_name} did not set {kind}"),
+    "policy.never_restore": ("{kind}", "{kind} is now never restored, to anyone",
+                             "{kind} was already never restored, to anyone"),
+    "policy.allow_restore": ("{kind}", "{kind} may be restored again",
+                             "{kind} was not never-restored"),
+    "terms.delete": ("{name}", "term list {name} deleted", "term list {name} did not exist"),
+}
+# fmt: on
+
+
+def _change(
+    args: argparse.Namespace,
+    action: str,
+    change: Callable[[Store], Awaitable[bool]],
+    **words: str,
+) -> int:
+    """Make one change; record it only if it changed something, and say which it was."""
+    target, done, already = _CHANGES[action]
+    fields = {**vars(args), **words}
+
+    async def work(store: Store) -> bool:
+        changed = await change(store)
+        if changed:
+            await store.record_admin(CLI_ACTOR, action, target.format(**fields))
+        return changed
+
+    changed = with_store(args, work)
+    _say((done if changed else already).format(**fields))
+    return 0
+
+
 # -- users --------------------------------------------------------------------------------
 
 
@@ -305,30 +349,12 @@ def run_group_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _membership(args: argparse.Namespace, adding: bool) -> None:
-    async def work(store: Store) -> bool:
-        change = store.add_member if adding else store.remove_member
-        changed = await change(args.group, args.user)
-        if changed:
-            action = "group.member.add" if adding else "group.member.remove"
-            await store.record_admin(CLI_ACTOR, action, f"{args.group} {args.user}")
-        return changed
-
-    changed = with_store(args, work)
-    if adding:
-        _say(f"{args.user} {'joined' if changed else 'was already in'} group {args.group}")
-    else:
-        _say(f"{args.user} {'left' if changed else 'was not in'} group {args.group}")
-
-
 def run_member_add(args: argparse.Namespace) -> int:
-    _membership(args, True)
-    return 0
+    return _change(args, "group.member.add", lambda s: s.add_member(args.group, args.user))
 
 
 def run_member_remove(args: argparse.Namespace) -> int:
-    _membership(args, False)
-    return 0
+    return _change(args, "group.member.remove", lambda s: s.remove_member(args.group, args.user))
 
 
 # -- policies -----------------------------------------------------------------------------
@@ -346,65 +372,32 @@ def _scope(args: argparse.Namespace, words: int) -> tuple[str | None, list[str]]
     return parts[0], parts[1:]
 
 
-def _scope_name(group: str | None) -> str:
-    return "the organisation default" if group is None else f"group {group}"
+def _scope_words(group: str | None) -> dict[str, str]:
+    """A scope as a person reads it, and as the admin trail names it."""
+    scope = "the organisation default" if group is None else f"group {group}"
+    return {"scope_name": scope, "stored": group or "(default)"}
 
 
 def run_policy_set(args: argparse.Namespace) -> int:
     group, (kind, level) = _scope(args, 2)
     if level not in LEVELS:
         raise ConfigurationError(f"a level is one of {', '.join(LEVELS)}, not {level!r}")
-
-    async def work(store: Store) -> bool:
-        changed = await store.set_level(group, kind, level)
-        if changed:
-            target = f"{group or '(default)'} {kind} {level}"
-            await store.record_admin(CLI_ACTOR, "policy.set", target)
-        return changed
-
-    changed = with_store(args, work)
-    said = "now" if changed else "already"
-    _say(f"{kind} is {said} shown at {level} to {_scope_name(group)}")
-    return 0
+    words = {"kind": kind, "level": level, **_scope_words(group)}
+    return _change(args, "policy.set", lambda s: s.set_level(group, kind, level), **words)
 
 
 def run_policy_clear(args: argparse.Namespace) -> int:
     group, (kind,) = _scope(args, 1)
-
-    async def work(store: Store) -> bool:
-        changed = await store.clear_level(group, kind)
-        if changed:
-            await store.record_admin(CLI_ACTOR, "policy.clear", f"{group or '(default)'} {kind}")
-        return changed
-
-    changed = with_store(args, work)
-    _say(f"{_scope_name(group)} {'no longer sets' if changed else 'did not set'} {kind}")
-    return 0
-
-
-def _restore(args: argparse.Namespace, never: bool) -> None:
-    async def work(store: Store) -> bool:
-        changed = await (store.never_restore if never else store.allow_restore)(args.kind)
-        if changed:
-            action = "policy.never_restore" if never else "policy.allow_restore"
-            await store.record_admin(CLI_ACTOR, action, args.kind)
-        return changed
-
-    changed = with_store(args, work)
-    if never:
-        _say(f"{args.kind} {'is now' if changed else 'was already'} never restored, to anyone")
-    else:
-        _say(f"{args.kind} {'may be restored again' if changed else 'was not never-restored'}")
+    words = {"kind": kind, **_scope_words(group)}
+    return _change(args, "policy.clear", lambda s: s.clear_level(group, kind), **words)
 
 
 def run_never_restore(args: argparse.Namespace) -> int:
-    _restore(args, True)
-    return 0
+    return _change(args, "policy.never_restore", lambda s: s.never_restore(args.kind))
 
 
 def run_allow_restore(args: argparse.Namespace) -> int:
-    _restore(args, False)
-    return 0
+    return _change(args, "policy.allow_restore", lambda s: s.allow_restore(args.kind))
 
 
 def run_policy_list(args: argparse.Namespace) -> int:
@@ -444,15 +437,7 @@ def run_terms_set(args: argparse.Namespace) -> int:
 
 
 def run_terms_delete(args: argparse.Namespace) -> int:
-    async def work(store: Store) -> bool:
-        gone = await store.delete_term_list(args.name)
-        if gone:
-            await store.record_admin(CLI_ACTOR, "terms.delete", args.name)
-        return gone
-
-    gone = with_store(args, work)
-    _say(f"term list {args.name} {'deleted' if gone else 'did not exist'}")
-    return 0
+    return _change(args, "terms.delete", lambda s: s.delete_term_list(args.name))
 
 
 # -- audit --------------------------------------------------------------------------------

@@ -18,10 +18,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import Select, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import InstrumentedAttribute
 
 from holdback.errors import InvalidTokenError
 from holdback.reveal import Level
@@ -105,14 +106,27 @@ async def insert_admin(
     await session.flush()
 
 
-def _window(
-    query: Select[Any], created_at: Any, since: datetime | None, until: datetime | None
-) -> Select[Any]:
+_Event = TypeVar("_Event", RevealEventRow, AdminEventRow)
+
+
+def _listing(
+    row: type[_Event],
+    equal: Sequence[tuple[InstrumentedAttribute[Any], str | None]],
+    since: datetime | None,
+    until: datetime | None,
+    limit: int,
+) -> Select[_Event]:
+    """The newest `limit` events whose columns equal the values given (None: any), from
+    `since` (inclusive) until `until` (exclusive)."""
+    query = select(row)
+    for column, value in equal:
+        if value is not None:
+            query = query.where(column == value)
     if since is not None:
-        query = query.where(created_at >= since)
+        query = query.where(row.created_at >= since)
     if until is not None:
-        query = query.where(created_at < until)
-    return query
+        query = query.where(row.created_at < until)
+    return query.order_by(row.created_at.desc(), row.id.desc()).limit(limit)
 
 
 async def reveal_events(
@@ -123,15 +137,11 @@ async def reveal_events(
     until: datetime | None,
     limit: int,
 ) -> list[RevealEvent]:
-    query = select(RevealEventRow)
-    if viewer_id is not None:
-        query = query.where(RevealEventRow.viewer_id == viewer_id)
-    if conversation_id is not None:
-        query = query.where(RevealEventRow.conversation_id == conversation_id)
-    query = _window(query, RevealEventRow.created_at, since, until)
-    rows = await session.scalars(
-        query.order_by(RevealEventRow.created_at.desc(), RevealEventRow.id.desc()).limit(limit)
-    )
+    equal = [
+        (RevealEventRow.viewer_id, viewer_id),
+        (RevealEventRow.conversation_id, conversation_id),
+    ]
+    rows = await session.scalars(_listing(RevealEventRow, equal, since, until, limit))
     return [
         RevealEvent(
             id=row.id,
@@ -155,15 +165,8 @@ async def admin_events(
     until: datetime | None,
     limit: int,
 ) -> list[AdminEvent]:
-    query = select(AdminEventRow)
-    if actor_id is not None:
-        query = query.where(AdminEventRow.actor_id == actor_id)
-    if action is not None:
-        query = query.where(AdminEventRow.action == action)
-    query = _window(query, AdminEventRow.created_at, since, until)
-    rows = await session.scalars(
-        query.order_by(AdminEventRow.created_at.desc(), AdminEventRow.id.desc()).limit(limit)
-    )
+    equal = [(AdminEventRow.actor_id, actor_id), (AdminEventRow.action, action)]
+    rows = await session.scalars(_listing(AdminEventRow, equal, since, until, limit))
     return [
         AdminEvent(
             id=row.id,

@@ -91,6 +91,31 @@ class Upstream:
         self.child.stop()
 
 
+def _holdback_command(
+    kind: str, settings: Settings, upstream: Upstream, port: int, data_dir: Path, auth: str
+) -> tuple[list[str], dict[str, str]]:
+    """`holdback serve` of this kind (as committed, fixed, or of a base revision) on `port`
+    over `data_dir`, talking to `upstream`: its argv and environment."""
+    exe = [str(VENV_BIN / "holdback")]
+    python_path = str(procs.BENCH_DIR)
+    if kind == "holdback-fixed":
+        exe = [sys.executable, "-m", "server.patched"]
+    elif kind.startswith(BASE_PREFIX):
+        tree = settings.bases[kind.removeprefix(BASE_PREFIX)]
+        exe = [sys.executable, "-c", "from holdback.cli import main; raise SystemExit(main())"]
+        python_path = f"{tree / 'server'}:{python_path}"
+    argv = [*exe, "serve", "--host", "127.0.0.1", "--port", str(port)]
+    argv += ["--model", "openai:bench-model", "--data-dir", str(data_dir), "--auth", auth]
+    env = {
+        "PYTHONPATH": python_path,
+        "OPENAI_BASE_URL": f"{upstream.base}/v1",
+        "OPENAI_API_KEY": "x",
+        "HOLDBACK_DATA_DIR": str(data_dir),
+        "HOLDBACK_RATE_LIMIT": "100000",
+    }
+    return argv, env
+
+
 def start_server(
     kind: str, upstream: Upstream, settings: Settings, tag: str
 ) -> tuple[procs.Child, int]:
@@ -104,23 +129,7 @@ def start_server(
         data_dir = settings.work / f"data-{tag}"
         shutil.rmtree(data_dir, ignore_errors=True)
         data_dir.mkdir(mode=0o700, parents=True)  # holdback refuses a directory others can read
-        exe = [str(VENV_BIN / "holdback")]
-        python_path = str(procs.BENCH_DIR)
-        if kind == "holdback-fixed":
-            exe = [sys.executable, "-m", "server.patched"]
-        elif kind.startswith(BASE_PREFIX):
-            tree = settings.bases[kind.removeprefix(BASE_PREFIX)]
-            exe = [sys.executable, "-c", "from holdback.cli import main; raise SystemExit(main())"]
-            python_path = f"{tree / 'server'}:{python_path}"
-        argv = [*exe, "serve", "--host", "127.0.0.1", "--port", str(port)]
-        argv += ["--model", "openai:bench-model", "--data-dir", str(data_dir), "--auth", "none"]
-        env = {
-            "PYTHONPATH": python_path,
-            "OPENAI_BASE_URL": f"{upstream.base}/v1",
-            "OPENAI_API_KEY": "x",
-            "HOLDBACK_DATA_DIR": str(data_dir),
-            "HOLDBACK_RATE_LIMIT": "100000",
-        }
+        argv, env = _holdback_command(kind, settings, upstream, port, data_dir, "none")
         child = procs.Child(f"holdback-{tag}", argv, settings.work, env=env, cwd=data_dir)
     else:
         raise ValueError(f"unknown server kind {kind!r}")
@@ -376,24 +385,8 @@ def measure_watchers(
     finally:
         setup.stop()
     port = procs.free_port()
-    exe = [str(VENV_BIN / "holdback")]
-    python_path = str(procs.BENCH_DIR)
-    if kind == "holdback-fixed":
-        exe = [sys.executable, "-m", "server.patched"]
-    elif kind.startswith(BASE_PREFIX):
-        tree = settings.bases[kind.removeprefix(BASE_PREFIX)]
-        exe = [sys.executable, "-c", "from holdback.cli import main; raise SystemExit(main())"]
-        python_path = f"{tree / 'server'}:{python_path}"
-    argv = [*exe, "serve", "--host", "127.0.0.1", "--port", str(port)]
-    argv += ["--model", "openai:bench-model", "--data-dir", str(data_dir), "--auth", "password"]
-    env = {
-        "PYTHONPATH": python_path,
-        "OPENAI_BASE_URL": f"{upstream.base}/v1",
-        "OPENAI_API_KEY": "x",
-        "HOLDBACK_DATA_DIR": str(data_dir),
-        "HOLDBACK_RATE_LIMIT": "100000",
-        "HOLDBACK_ALLOWED_HOSTS": "127.0.0.1",
-    }
+    argv, env = _holdback_command(kind, settings, upstream, port, data_dir, "password")
+    env["HOLDBACK_ALLOWED_HOSTS"] = "127.0.0.1"
     server = procs.Child(f"holdback-{tag}", argv, settings.work, env=env, cwd=data_dir)
     rig: procs.Child | None = None
     try:

@@ -29,35 +29,48 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import secrets
-import threading
 import time
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
-from holdback.app.viewers import TooManyViewsError, Views, view_vault
+from holdback.app.offloop import OffLoop
+from holdback.app.reply_pump import KEPT_REPLIES, KEPT_SECONDS, Reply, ReplyPump, reply_index
+from holdback.app.viewers import TooManyViewsError
 from holdback.app.watching import Watcher, Watchers, connection_of, policy_for
 from holdback.detect import DetectorSet, TermMatcher
-from holdback.errors import HoldbackError, describe, wire_message
+from holdback.errors import HoldbackError, wire_message
 from holdback.providers.base import ChatMessage, ChatRequest, Provider
 from holdback.pseudonymize import Analysis, Masked, Pseudonymizer, restore_in_order, spellings
 from holdback.reply.frames import MaskedSpan, MessageAccepted
-from holdback.reveal import LITERAL, OWNER, RevealPolicy, Rules
-from holdback.store.records import Message, VaultItem
+from holdback.reveal import RevealPolicy, Rules
+from holdback.store.records import Conversation, Message, VaultItem
 from holdback.store.repository import Store
+from holdback.store.turns import AFTER_LEAF
 from holdback.stream import Guard, GuardMode, ReplyFilter, Restorer, restore
-from holdback.stream.guard import FORBIDDEN
 from holdback.stream.projection import ProjectionMode
 from holdback.stream.restorer import json_escape
 from holdback.tokens import TokenIndex, find_tokens
 from holdback.vault import Vault
 
-__all__ = ["ChatError", "ChatService", "OffLoop", "Reply", "json_escape", "make_title"]
+__all__ = [
+    "AFTER_LEAF",
+    "ChatError",
+    "ChatService",
+    "OffLoop",
+    "Reply",
+    "json_escape",
+    "make_title",
+    "reply_index",
+]
 
 log = logging.getLogger("holdback.pipeline")
 RULES_TTL = 1.0  # seconds a read of the reveal rules is used for
+INSTRUCTIONS_TTL = 5.0  # seconds a read of a user's instructions is used for
+INSTRUCTIONS_CACHED = 1024  # users whose instructions are kept
+# What the model is told when asked to continue a reply its length limit cut off.
+CONTINUE_PROMPT = "Continue your previous reply exactly where it stopped, without repeating it."
 
 WireFrame = dict[str, Any]
 Emit = Callable[[WireFrame], None]
@@ -88,32 +101,39 @@ class UnknownConversationError(ChatError):
     code = "not_found"
 
 
-@dataclass(eq=False, slots=True)
-class Reply:
-    """One assistant reply in flight, and the connections watching it, each under its own
-    reveal policy (`viewers.Views`)."""
+class UnknownMessageError(ChatError):
+    """No such message, or not in a conversation the user may continue."""
 
-    conversation_id: str
-    message_id: str = ""
-    task: asyncio.Task[None] | None = None
-    views: Views | None = None
-    # Connections that asked to watch before the reply's views existed.
-    waiting: list[tuple[Emit, RevealPolicy]] = field(default_factory=list)
-    # Who was shown the reply, under which policy: their reveals are audited with it.
-    viewers: dict[str, RevealPolicy] = field(default_factory=dict)
+    code = "message_not_found"
 
-    def attach(self, emit: Emit, policy: RevealPolicy, viewer_id: str | None = None) -> None:
-        if self.views is None:
-            self.waiting.append((emit, policy))
-        else:
-            self.views.attach(emit, policy)
-        if viewer_id is not None:
-            self.viewers[viewer_id] = policy
 
-    def detach(self, emit: Emit) -> None:
-        self.waiting = [(e, p) for e, p in self.waiting if e is not emit]
-        if self.views is not None:
-            self.views.detach(emit)
+class NotEditableError(ChatError):
+    """Edit of a reply, regenerate of a user's message, continue of a reply not cut short."""
+
+    code = "not_editable"
+
+
+class NotResumableError(ChatError):
+    """A reply this server no longer holds (or never ran): read it back over HTTP."""
+
+    code = "not_resumable"
+
+
+class UnknownModelError(ChatError):
+    """A model id this server does not serve."""
+
+    code = "unknown_model"
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """What a client asks for: a user message `text` after `parent` and its reply, or (text
+    None) a new reply after `parent`; `continues` asks the model to go on with `parent`."""
+
+    text: str | None
+    parent: str | None = AFTER_LEAF
+    model: str | None = None
+    continues: bool = False
 
 
 class RateLimiter:
@@ -162,6 +182,9 @@ class ChatService:
         self.use_terms(detectors, forbidden)
         self.limiter = RateLimiter(rate_limit_per_minute)
         self.replies: dict[str, Reply] = {}
+        # Finished replies, by message id, still resumable (`KEPT_SECONDS`, `KEPT_REPLIES`).
+        self.finished: OrderedDict[str, Reply] = OrderedDict()
+        self._instructions: OrderedDict[str, tuple[float, str]] = OrderedDict()
         self.watchers = Watchers()
         self._rules_cache: tuple[float, Rules] | None = None
         self.offload_chars = offload_chars
@@ -182,11 +205,65 @@ class ChatService:
     # -- entry points ----------------------------------------------------------------------
 
     async def submit(
-        self, user_id: str, conversation_id: str | None, text: str, emit: Emit
+        self,
+        user_id: str,
+        conversation_id: str | None,
+        text: str,
+        emit: Emit,
+        *,
+        parent: str | None = AFTER_LEAF,
+        model: str | None = None,
     ) -> Reply:
-        """Accept a user message and start its reply; returns once the reply is under way."""
+        """Accept a user message and start its reply; returns once the reply is under way.
+        The message follows `parent` (default: the branch shown)."""
+        return await self._ask(user_id, conversation_id, Ask(text, parent, model), emit)
+
+    async def edit(
+        self, user_id: str, message_id: str, text: str, emit: Emit, *, model: str | None = None
+    ) -> Reply:
+        """A sibling of the user's message `message_id`, with `text`, and its reply."""
+        message = await self._message(user_id, message_id)
+        if message.role != "user":
+            raise NotEditableError
+        return await self._ask(
+            user_id, message.conversation_id, Ask(text, message.parent_id, model), emit
+        )
+
+    async def regenerate(
+        self, user_id: str, message_id: str, emit: Emit, *, model: str | None = None
+    ) -> Reply:
+        """A sibling of the reply `message_id`: a new reply to the same message (a retry)."""
+        message = await self._message(user_id, message_id)
+        if message.role != "assistant" or message.parent_id is None:
+            raise NotEditableError
+        return await self._ask(
+            user_id, message.conversation_id, Ask(None, message.parent_id, model), emit
+        )
+
+    async def continue_reply(self, user_id: str, message_id: str, emit: Emit) -> Reply:
+        """A reply after `message_id`, a reply its length limit cut off, that goes on with it."""
+        message = await self._message(user_id, message_id)
+        if message.role != "assistant" or message.finish_reason != "length":
+            raise NotEditableError
+        ask = Ask(None, message.id, message.model, continues=True)
+        return await self._ask(user_id, message.conversation_id, ask, emit)
+
+    async def _message(self, user_id: str, message_id: str) -> Message:
+        """A message of a conversation the user may continue; else `message_not_found`."""
+        message = await self.store.message_of(message_id)
+        if message is None:
+            raise UnknownMessageError
+        try:
+            await self._writable(user_id, message.conversation_id)
+        except UnknownConversationError:
+            raise UnknownMessageError from None
+        return message
+
+    async def _ask(self, user_id: str, conversation_id: str | None, ask: Ask, emit: Emit) -> Reply:
         if not self.limiter.allow(user_id):
             raise RateLimitedError
+        if ask.model is not None and ask.model not in self.models:
+            raise UnknownModelError
         if conversation_id is not None and conversation_id in self.replies:
             # Refused before the vault is read and decrypted; checked again below, after the
             # awaits, because a reply may have started meanwhile.
@@ -195,6 +272,7 @@ class ChatService:
         # A new conversation is created by its first write (the vault's or the turn's).
         creating: str | None = None
         owner_id = user_id
+        conversation: Conversation | None = None
         if conversation_id is None:
             conversation_id, stored_title, vault = self.store.new_conversation_id(), "", Vault()
             creating = user_id
@@ -211,30 +289,43 @@ class ChatService:
                 raise UnknownConversationError
             conversation, stored = opened
             stored_title, vault = conversation.title, Vault(stored)
+        model = ask.model or (conversation.model if conversation else None) or self.default_model
+        if model not in self.models:
+            model = self.default_model  # a model this server no longer serves
         if conversation_id in self.replies:
             raise ConversationBusyError
         reply = self.replies[conversation_id] = Reply(conversation_id)
         try:
-            masked_text, masked, created = await self._pseudonymize(
-                conversation_id, text, vault, create_for=creating
+            created = False
+            masked: list[Masked] = []
+            masked_text: str | None = None
+            title: str | None = None
+            accepted_title = ""
+            typed: dict[int, str] = {}
+            if ask.text is not None:
+                masked_text, masked, created = await self._pseudonymize(
+                    conversation_id, ask.text, vault, create_for=creating
+                )
+                # What the user typed where the vault spells a value otherwise: sealed with
+                # the message, so it reads back as typed.
+                typed = spellings(masked, vault)
+                index = vault.index()
+                if stored_title:
+                    accepted_title = restore(stored_title, index)
+                else:
+                    title = make_title(masked_text)
+                    tokens = [m.token for m in masked]
+                    accepted_title = restore_in_order(title, tokens, typed, index) or restore(
+                        title, index
+                    )
+            system, made = await self._system(
+                owner_id, conversation, conversation_id, vault, None if created else creating
             )
+            created = created or made
             spans = [
                 {"start": m.start, "end": m.end, "kind": m.kind, "token": m.token} for m in masked
             ]
-            # What the user typed where the vault spells a value otherwise: sealed with the
-            # message, so it reads back as typed.
-            typed = spellings(masked, vault)
-            index = vault.index()
-            if stored_title:
-                accepted_title = restore(stored_title, index)
-                title = None
-            else:
-                title = make_title(masked_text)
-                tokens = [m.token for m in masked]
-                accepted_title = restore_in_order(title, tokens, typed, index) or restore(
-                    title, index
-                )
-            # One transaction: the user message, its title, audit and spellings, the history
+            # One transaction: the user message, its title, audit and spellings, the branch
             # the model reads, and the placeholder the reply is written into.
             turn = await self.store.begin_reply(
                 conversation_id,
@@ -245,27 +336,116 @@ class ChatService:
                 masked=Counter(m.kind for m in masked),
                 spellings=typed,
                 create_for=None if created else creating,
+                parent=ask.parent,
+                model=model,
+                reply_meta={"system": system} if system else None,
             )
         except BaseException:
             self.replies.pop(reply.conversation_id, None)
             raise
         # From here the placeholder exists, so the reply task owns it and always finishes it.
         reply.message_id = turn.assistant.id
-        pump = _ReplyPump(self, reply, vault)
+        pump = ReplyPump(self, reply, vault)
+        request = _request(turn.history, system, continues=ask.continues)
         reply.task = asyncio.create_task(
-            self._run(pump, turn.history), name=f"reply-{reply.message_id}"
+            self._run(pump, self.models[model], request), name=f"reply-{reply.message_id}"
         )
-        emit(
-            MessageAccepted(
-                conversation_id,
-                turn.user.id,
-                tuple(MaskedSpan(m.start, m.end, m.kind, m.token) for m in masked),
-                accepted_title,
-            ).wire()
-        )
+        if turn.user is not None:
+            emit(
+                MessageAccepted(
+                    conversation_id,
+                    turn.user.id,
+                    tuple(MaskedSpan(m.start, m.end, m.kind, m.token) for m in masked),
+                    accepted_title,
+                ).wire()
+            )
         reply.attach(emit, policy, user_id)
         await self._attach_watchers(reply, emit)
         return reply
+
+    async def _system(
+        self,
+        owner_id: str,
+        conversation: Conversation | None,
+        conversation_id: str,
+        vault: Vault,
+        create_for: str | None,
+    ) -> tuple[str, bool]:
+        """The system text the model gets (tokenized): the owner's custom instructions,
+        pseudonymized with this conversation's vault, then the conversation's system prompt;
+        and whether pseudonymizing created the conversation."""
+        parts: list[str] = []
+        created = False
+        instructions = await self.instructions_of(owner_id)
+        if instructions.strip():
+            masked, _, created = await self._pseudonymize(
+                conversation_id, instructions, vault, create_for=create_for
+            )
+            parts.append(masked)
+        if conversation is not None and conversation.system_prompt:
+            parts.append(conversation.system_prompt)
+        return "\n\n".join(parts), created
+
+    async def instructions_of(self, user_id: str) -> str:
+        """A user's custom instructions, read at most once every `INSTRUCTIONS_TTL` seconds
+        (a change made on this server holds at once: `instructions_changed`)."""
+        now = time.monotonic()
+        cached = self._instructions.get(user_id)
+        if cached is not None and now - cached[0] < INSTRUCTIONS_TTL:
+            return cached[1]
+        text = await self.store.instructions_of(user_id)
+        self._instructions[user_id] = (now, text)
+        self._instructions.move_to_end(user_id)
+        while len(self._instructions) > INSTRUCTIONS_CACHED:
+            self._instructions.popitem(last=False)
+        return text
+
+    def instructions_changed(self, user_id: str) -> None:
+        self._instructions.pop(user_id, None)
+
+    async def resume(
+        self,
+        viewer_id: str,
+        conversation_id: str,
+        message_id: str,
+        after_seq: int,
+        emit: Emit,
+    ) -> Reply | None:
+        """Send `emit` the frames of reply `message_id` after `after_seq`, under the viewer's
+        policy, then the rest live (a finished reply: the rest, then its `assistant_done`);
+        the connection then watches the conversation, as after `watch`. Returns the reply if
+        it is still in flight."""
+        policy = await policy_for(self.store, viewer_id, conversation_id, await self._rules())
+        if policy is None:
+            raise UnknownConversationError
+        reply = self.replies.get(conversation_id)
+        if reply is None or reply.message_id != message_id:
+            self._forget_finished()
+            reply = self.finished.get(message_id)
+        if reply is None or reply.conversation_id != conversation_id:
+            raise NotResumableError
+        with contextlib.suppress(HoldbackError):  # past a bound: later replies not watched
+            self.watchers.add(conversation_id, Watcher(emit, viewer_id))
+        try:
+            reply.attach(emit, policy, viewer_id, after_seq)
+        except TooManyViewsError:
+            log.warning("a reply has as many distinct viewers' policies as it may")
+            raise NotResumableError from None
+        if reply.finished_at is not None:  # audited here: its final write is done
+            outcome = reply.views.outcome() if reply.views is not None else None
+            if outcome is not None:
+                items = reply.reveal_items(policy, [outcome.text, *outcome.parts.values()])
+                await self.store.record_read(viewer_id, conversation_id, [(message_id, items)])
+            return None
+        return reply
+
+    def _forget_finished(self) -> None:
+        now = asyncio.get_running_loop().time()
+        while self.finished:
+            first = next(iter(self.finished.values()))
+            if first.finished_at is not None and now - first.finished_at < KEPT_SECONDS:
+                break
+            self.finished.popitem(last=False)
 
     async def watch(self, viewer_id: str, conversation_id: str, emit: Emit) -> Reply | None:
         """Send `emit` the conversation's reply in flight (from its start), which is returned,
@@ -431,202 +611,30 @@ class ChatService:
         )
         return ReplyFilter(guard, Restorer(index, escape=json_escape if json_values else None))
 
-    async def _run(self, pump: _ReplyPump, history: list[Message]) -> None:
+    async def _run(self, pump: ReplyPump, provider: Provider, request: ChatRequest) -> None:
         try:
-            await pump.run(history)
+            await pump.run(provider, request)
         finally:
-            self.replies.pop(pump.reply.conversation_id, None)
+            reply = pump.reply
+            self.replies.pop(reply.conversation_id, None)
+            if reply.finished_at is not None:
+                self.finished[reply.message_id] = reply
+                while len(self.finished) > KEPT_REPLIES:
+                    self.finished.popitem(last=False)
 
 
-class _ReplyPump:
-    """The async pump around one reply's `Views` (a `ReplyMachine` per reveal policy):
-    events in, frames out, the storage view's outcome stored.
-
-    Timeouts and cancellation live here; every frame comes from a machine.
-    """
-
-    def __init__(self, service: ChatService, reply: Reply, vault: Vault) -> None:
-        self.service = service
-        self.reply = reply
-        entries = [e for e in vault.entries() if e.kind != FORBIDDEN]
-        self._kinds = {e.token: e.kind for e in entries}
-        terms = (service.detectors, service.forbidden)
-        indexes: dict[RevealPolicy, tuple[TokenIndex, Vault]] = {OWNER: (reply_index(vault), vault)}
-
-        def make_filter(
-            policy: RevealPolicy, projection: ProjectionMode, json_values: bool
-        ) -> ReplyFilter:
-            made = indexes.get(policy)
-            if made is None:
-                made = indexes[policy] = (policy.index(entries), view_vault(vault, policy))
-            return service._filter(made[0], made[1], projection, json_values, terms)
-
-        self.views = Views(
-            reply.conversation_id,
-            reply.message_id,
-            make_filter,
-            call_prefix=f"call_{secrets.token_hex(4)}",
-        )
-        reply.views = self.views
-        for emit, policy in reply.waiting:
-            self.views.attach(emit, policy)
-        reply.waiting.clear()
-        self.checkpoint = service.store.reply_checkpoints(
-            reply.conversation_id, reply.message_id, self._storable
-        )
-
-    def _storable(self) -> tuple[str, dict[str, str]]:
-        outcome = self.views.outcome()
-        return outcome.text, outcome.parts
-
-    def reveals(self, texts: Iterable[str]) -> list[tuple[str, str, str, str]]:
-        """(viewer, token, kind, level) for each value the reply showed a viewer plain or
-        masked: the tokens its stored text holds, at each viewer's level for their kind."""
-        tokens = sorted({m.group(0) for text in texts for m in find_tokens(text)})
-        out: list[tuple[str, str, str, str]] = []
-        for viewer_id, policy in self.reply.viewers.items():
-            for token in tokens:
-                kind = self._kinds.get(token)
-                if kind is None or kind == LITERAL:
-                    continue
-                level = policy.level(kind)
-                if level != "label":
-                    out.append((viewer_id, token, kind, level))
-        return out
-
-    async def run(self, history: list[Message]) -> None:
-        request = ChatRequest(
-            [
-                ChatMessage("user" if m.role == "user" else "assistant", m.text)
-                for m in history
-                if m.role in ("user", "assistant") and m.text
-            ]
-        )
-        try:
-            events = self.service.provider.stream(request)
-            try:
-                async for event in events:
-                    self.checkpoint.released(self.views.receive(event))
-                    if self.views.ended:
-                        break
-            finally:
-                aclose = getattr(events, "aclose", None)
-                if aclose is not None:
-                    await aclose()
-        except asyncio.CancelledError:
-            self.views.interrupt()
-            await self.finish()
-            raise
-        except Exception as exc:
-            log.error("reply %s failed: %s", self.reply.message_id, describe(exc))
-            self.views.fail("internal")
-        self.views.interrupt()  # the stream ended without a terminal event
-        await self.finish()
-
-    async def finish(self) -> None:
-        """Store the outcome, then send the closing frames: the write runs to its end even if
-        the reply is cancelled meanwhile (Stop, shutdown), and the client hears how the reply
-        ended whether or not it could be stored."""
-        outcome = self.views.outcome()
-
-        async def store() -> None:
-            await self.checkpoint.close()  # the final write comes after every checkpoint
-            await self.service.store.finish_reply(
-                self.reply.conversation_id,
-                self.reply.message_id,
-                text=outcome.text,
-                parts=outcome.parts,
-                status=outcome.status,
-                finish_reason=outcome.finish_reason,
-                redacted=outcome.redacted,
-                blocked=outcome.blocked,
-                checkpointed=self.checkpoint.tried,
-                reveals=self.reveals([outcome.text, *outcome.parts.values()]),
-            )
-
-        stored = store()
-        cancelled = False
-        write = asyncio.ensure_future(stored)
-        try:
-            await asyncio.shield(write)
-        except asyncio.CancelledError:
-            cancelled = True
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.wait([write])
-        except Exception:
-            pass  # read from the task below
-        failure = write.exception() if write.done() and not write.cancelled() else None
-        ok = failure is None and write.done() and not write.cancelled()
-        if not ok:
-            log.error(
-                "reply %s could not be stored: %s",
-                self.reply.message_id,
-                describe(failure) if failure is not None else "interrupted",
-            )
-        self.views.done(stored=ok)
-        if cancelled:
-            raise asyncio.CancelledError
-
-
-def reply_index(vault: Vault) -> TokenIndex:
-    """What a reply may restore: every token but a forbidden term's, which stays redacted."""
-    entries = vault.entries()
-    if all(e.kind != FORBIDDEN for e in entries):
-        return vault.index()
-    return TokenIndex({e.token: e.value for e in entries if e.kind != FORBIDDEN})
-
-
-T = TypeVar("T")
-
-
-class OffLoop:
-    """CPU-bound work off the event loop, on at most `workers` threads at a time.
-
-    The rule: a caller that is cancelled (its client left, the server stops) does not free
-    the worker, which runs to its end; its slot is released only then, so no number of
-    abandoned requests can start more than `workers` threads. The threads are daemons: the
-    work is pure computation, with nothing to flush, and must not keep a stopping server alive.
-    """
-
-    def __init__(self, workers: int) -> None:
-        if workers < 1:
-            raise ValueError("OffLoop needs at least one worker")
-        self.workers = workers
-        self._slots: asyncio.Semaphore | None = None
-
-    async def run(self, work: Callable[[], T]) -> T:
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(self.workers)
-        slots = self._slots
-        await slots.acquire()
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[T] = loop.create_future()
-
-        def settle(result: T | None, error: BaseException | None) -> None:
-            slots.release()
-            if done.done():
-                return
-            if error is not None:
-                done.set_exception(error)
-            else:
-                done.set_result(result)  # type: ignore[arg-type]
-
-        def thread() -> None:
-            error: BaseException | None = None
-            result: T | None = None
-            try:
-                result = work()
-            except BaseException as exc:
-                error = exc
-            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
-                loop.call_soon_threadsafe(settle, result, error)
-
-        try:
-            threading.Thread(target=thread, name="holdback-offloop", daemon=True).start()
-        except BaseException:
-            slots.release()
-            raise
-        return await done
+def _request(history: list[Message], system: str, *, continues: bool) -> ChatRequest:
+    """What the model is sent: the system text, the branch, and (to continue a reply cut
+    off) the request to go on."""
+    messages = [ChatMessage("system", system)] if system else []
+    messages += [
+        ChatMessage("user" if m.role == "user" else "assistant", m.text)
+        for m in history
+        if m.role in ("user", "assistant") and m.text
+    ]
+    if continues:
+        messages.append(ChatMessage("user", CONTINUE_PROMPT))
+    return ChatRequest(messages)
 
 
 def make_title(masked_text: str, limit: int = 60) -> str:

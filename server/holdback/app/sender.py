@@ -93,6 +93,8 @@ class Sender:
                     waiting = last[0] = dict(waiting)
                     last[1] = None
                 waiting["text"] += frame["text"]
+                if "seq" in frame:  # a merged frame is numbered as its last piece
+                    waiting["seq"] = frame["seq"]
                 self._queued_bytes += len(frame["text"])
                 self._check_limit()
                 return

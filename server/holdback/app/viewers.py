@@ -11,6 +11,10 @@ The rules:
 - A view made after the reply began is first fed every event so far, so it has released
   exactly what it would have from the start (the filters are chunk-invariant); a viewer who
   joins late is sent the view's frames so far, from `assistant_start`, then the rest live.
+- Each view numbers its frames of the message `seq` 1, 2, 3…; a viewer who resumes after
+  frame `seq` n (a reload, a reconnect) is sent the view's frames after n, then the rest
+  live: no gap, no duplicate. The same policy always makes the same frames (the machine is
+  deterministic), so a viewer's numbers hold across connections.
 - A frame goes only to the sinks of the view that made it. A sink that fails is dropped;
   the reply goes on.
 - The storage view decides when the reply ends (an end event, a block, a failure); views
@@ -62,6 +66,7 @@ class View:
         released = 0
         for frame in frames:
             wire = frame.wire()
+            wire["seq"] = len(self.sent) + 1  # this view's frames of the message, from 1
             self.sent.append(wire)
             if isinstance(frame, AssistantDelta):
                 released += len(frame.text.encode())
@@ -127,11 +132,13 @@ class Views:
             view.send(self._close(machine, step, argument))
         return view
 
-    def attach(self, sink: Emit, policy: RevealPolicy) -> View:
-        """Send `sink` what the policy's view has sent so far, then everything it sends."""
+    def attach(self, sink: Emit, policy: RevealPolicy, after_seq: int = 0) -> View:
+        """Send `sink` what the policy's view has sent so far after frame `after_seq`, then
+        everything it sends. A sink attached already is attached again from `after_seq`."""
         view = self.view(policy)
+        self.detach(sink)
         try:
-            for wire in view.sent:
+            for wire in view.sent[max(after_seq, 0) :]:
                 sink(wire)
         except Exception:  # a connection that fails now is not attached
             log.warning("dropping frames for a connection that failed")

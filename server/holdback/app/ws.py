@@ -19,27 +19,21 @@ import asyncio
 import contextlib
 import logging
 import math
-from typing import Any
 
-import orjson
 from starlette.types import Message
 from starlette.websockets import WebSocket
 
+from holdback.app import ws_frames
 from holdback.app.auth import credential_key
 from holdback.app.limits import FrameRate
 from holdback.app.pipeline import Reply
 from holdback.app.runtime import Runtime
-from holdback.app.sender import Frame, Sender
-from holdback.errors import HoldbackError, describe
-from holdback.reply.frames import ErrorFrame
+from holdback.app.sender import Sender
+from holdback.app.ws_frames import error_frame
+from holdback.errors import describe
 from holdback.store.records import User
 
 log = logging.getLogger("holdback.ws")
-
-
-def error_frame(code: str, detail: str | None = None, **extra: Any) -> Frame:
-    """An error frame: the code, and our fixed message for it (or a server-made detail)."""
-    return ErrorFrame(code, conversation_id=extra.get("conversation_id"), detail=detail).wire()
 
 
 async def admit(websocket: WebSocket) -> User | None:
@@ -205,65 +199,11 @@ async def _close_with(sender: Sender, websocket: WebSocket, code: str, close_cod
 async def _handle(
     runtime: Runtime, user_id: str, text: str, sender: Sender, watch: _Watch
 ) -> Reply | None:
-    try:
-        frame = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        sender.send(error_frame("bad_frame", "frames must be JSON text"))
+    frame, refusal = ws_frames.parse(text)
+    if frame is None:
+        assert refusal is not None
+        sender.send(refusal)
         return None
-    if not isinstance(frame, dict):
-        sender.send(error_frame("bad_frame", "a frame must be a JSON object"))
-        return None
-    kind = frame.get("type")
-    if kind is None:
-        sender.send(error_frame("missing_field", "a frame needs a 'type'"))
-        return None
-    if kind not in ("user_message", "cancel", "watch"):
-        sender.send(
-            error_frame(
-                "unknown_type", "unknown frame type; expected user_message, cancel or watch"
-            )
-        )
-        return None
-    if "conversation_id" not in frame:
-        sender.send(error_frame("missing_field", f"{kind} needs 'conversation_id'"))
-        return None
-    conversation_id = frame["conversation_id"]
-    if not (conversation_id is None or isinstance(conversation_id, str)):
-        sender.send(error_frame("bad_frame", "'conversation_id' must be a string or null"))
-        return None
-    service = runtime.service
-    try:
-        if kind in ("cancel", "watch"):
-            if conversation_id is None:
-                sender.send(error_frame("missing_field", f"{kind} needs a 'conversation_id'"))
-                return None
-            if kind == "watch":
-                watch.watches = True
-                return await service.watch(user_id, conversation_id, sender.send_watched)
-            else:
-                await service.cancel(user_id, conversation_id)
-            return None
-        body = frame.get("text")
-        if body is None:
-            sender.send(
-                error_frame(
-                    "missing_field", "user_message needs 'text'", conversation_id=conversation_id
-                )
-            )
-            return None
-        if not isinstance(body, str) or not body.strip() or "\x00" in body:
-            sender.send(
-                error_frame(
-                    "bad_frame",
-                    "'text' must be a non-empty string without NUL characters",
-                    conversation_id=conversation_id,
-                )
-            )
-            return None
-        return await service.submit(user_id, conversation_id, body, sender.send)
-    except HoldbackError as exc:
-        # Each error carries its own wire code; its message is ours, never the exception's.
-        if exc.code not in ("not_found", "busy", "rate_limited", "too_many_watchers"):
-            log.warning("a chat request failed: %s", type(exc).__name__)
-        sender.send(error_frame(exc.code, conversation_id=conversation_id))
-    return None
+    if frame["type"] in ws_frames.WATCHING:
+        watch.watches = True
+    return await ws_frames.route(runtime.service, user_id, frame, sender)

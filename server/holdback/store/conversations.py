@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -73,6 +73,22 @@ def to_message(row: Any) -> Message:
         parent_id=row.parent_id,
         model=row.model,
     )
+
+
+MAX_MODEL_CHARS = 200  # `messages.model`, `conversations.model`
+MAX_SYSTEM_PROMPT_CHARS = 20_000
+
+
+def check_model(model: str) -> str:
+    if not model or len(model) > MAX_MODEL_CHARS or not model.isprintable():
+        raise InvalidRecordError(f"a model id is 1 to {MAX_MODEL_CHARS} printable characters")
+    return model
+
+
+def check_system_prompt(text: str) -> str:
+    if len(text) > MAX_SYSTEM_PROMPT_CHARS:
+        raise InvalidRecordError(f"a system prompt is at most {MAX_SYSTEM_PROMPT_CHARS} characters")
+    return text
 
 
 def check_title(title: str) -> str:
@@ -162,17 +178,57 @@ async def remove_conversation(session: AsyncSession, conversation_id: str, owner
     return True
 
 
+class _Node(Protocol):
+    @property
+    def id(self) -> str: ...
+    @property
+    def parent_id(self) -> str | None: ...
+    @property
+    def seq(self) -> int: ...
+
+
+N = TypeVar("N", bound=_Node)
+
+
+def path_to(messages: Sequence[N], leaf: str | None) -> list[N]:
+    """The branch ending at `leaf`, first message first (by `parent_id`); a leaf of None (or
+    one not among `messages`) is the last message by `seq`."""
+    by_id = {m.id: m for m in messages}
+    at = by_id.get(leaf) if leaf is not None else None
+    if at is None:
+        at = max(messages, key=lambda m: m.seq, default=None)
+    path: list[N] = []
+    seen: set[str] = set()
+    while at is not None and at.id not in seen:
+        seen.add(at.id)
+        path.append(at)
+        at = by_id.get(at.parent_id) if at.parent_id is not None else None
+    path.reverse()
+    return path
+
+
 async def insert_message(session: AsyncSession, conversation_id: str, row: MessageRow) -> Message:
+    """Append `row` at the end of the branch shown, which it then ends."""
     await lock_conversation(session, conversation_id)
-    last = await session.scalar(
-        select(MessageRow.seq)
-        .where(MessageRow.conversation_id == conversation_id)
-        .order_by(MessageRow.seq.desc())
-        .limit(1)
+    found = await session.execute(
+        select(MessageRow.id, MessageRow.parent_id, MessageRow.seq).where(
+            MessageRow.conversation_id == conversation_id
+        )
     )
-    row.seq = (last or 0) + 1
+    nodes = list(found.all())
+    leaf = await session.scalar(
+        select(ConversationRow.current_leaf).where(ConversationRow.id == conversation_id)
+    )
+    branch = path_to(nodes, leaf)
+    row.seq = max((n.seq for n in nodes), default=0) + 1
+    row.parent_id = branch[-1].id if branch else None
     session.add(row)
     await touch(session, conversation_id, row.updated_at)
+    await session.execute(
+        update(ConversationRow)
+        .where(ConversationRow.id == conversation_id)
+        .values(current_leaf=row.id)
+    )
     await session.flush()
     return to_message(row)
 

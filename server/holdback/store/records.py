@@ -94,14 +94,15 @@ class Message:
 
 @dataclass(frozen=True, slots=True)
 class Turn:
-    """What `Store.begin_reply` wrote and read: one user message and the reply's placeholder.
+    """What `Store.begin_reply` wrote and read: a user message (None for a regenerated or
+    continued reply) and the reply's placeholder.
 
-    `history` is the conversation up to and including `user`, in `seq` order (what
-    `list_messages` returned just before the placeholder was added); `assistant` is the
-    placeholder (empty text, status "incomplete") that `finish_reply` completes.
+    `history` is the branch the model reads: the path from the conversation's first message
+    to the placeholder's parent (`user`, if any); `assistant` is the placeholder (empty text,
+    status "incomplete", `parent_id` set) that `finish_reply` completes.
     """
 
-    user: Message
+    user: Message | None
     assistant: Message
     history: list[Message]
 

@@ -34,6 +34,7 @@ from holdback.reveal import Rules
 from holdback.store import (
     accounts,
     audit_log,
+    branches,
     checkpoints,
     conversations,
     key_check,
@@ -609,6 +610,51 @@ class Store:
             what="renaming a conversation",
         )
 
+    # Branches, a conversation's settings, and a user's instructions (`branches.py`).
+
+    async def message_of(self, message_id: str) -> Message | None:
+        """A message by its id, in whichever conversation (the caller checks access)."""
+        return await self._db.read(lambda s: branches.message_of(s, message_id))
+
+    async def choose_branch(self, conversation_id: str, owner_id: str, message_id: str) -> bool:
+        """Show the branch through `message_id` (to its newest descendant)."""
+        return await self._db.write(
+            lambda s: branches.choose_branch(s, conversation_id, owner_id, message_id),
+            what="choosing a branch",
+        )
+
+    async def update_settings(
+        self,
+        conversation_id: str,
+        owner_id: str,
+        *,
+        system_prompt: str | object | None = branches.UNSET,
+        model: str | object | None = branches.UNSET,
+    ) -> bool:
+        """Set the conversation's system prompt (tokenized) and/or model (None: the
+        default); False if it is not the owner's."""
+        if isinstance(system_prompt, str):
+            conversations.check_system_prompt(system_prompt)
+        if isinstance(model, str):
+            conversations.check_model(model)
+        return await self._db.write(
+            lambda s: branches.update_settings(
+                s, conversation_id, owner_id, system_prompt=system_prompt, model=model
+            ),
+            what="changing a conversation's settings",
+        )
+
+    async def instructions_of(self, user_id: str) -> str:
+        """The user's custom instructions, unsealed ("" if none)."""
+        return await self._db.read(lambda s: branches.instructions_of(s, self._key, user_id))
+
+    async def set_instructions(self, user_id: str, text: str) -> None:
+        branches.check_instructions(text)
+        await self._db.write(
+            lambda s: branches.set_instructions(s, self._key, user_id, text),
+            what="storing instructions",
+        )
+
     async def delete_conversation(self, conversation_id: str, owner_id: str) -> bool:
         """Delete a conversation with its messages, vault and audit trail (crypto-shredding)."""
         deleted = await self._db.write(
@@ -698,7 +744,7 @@ class Store:
     async def begin_reply(
         self,
         conversation_id: str,
-        user_text: str,
+        user_text: str | None,
         *,
         meta: Mapping[str, object] | None = None,
         title: str | None = None,
@@ -706,10 +752,20 @@ class Store:
         masked: Mapping[str, int] | None = None,
         spellings: Mapping[int, str] | None = None,
         create_for: str | None = None,
+        parent: str | None = turns.AFTER_LEAF,
+        model: str | None = None,
+        reply_meta: Mapping[str, object] | None = None,
     ) -> Turn:
         """Add the user's message and the reply's placeholder (status "incomplete").
         With `create_for` (an owner's id), the conversation is created first, in the same
         transaction (as `update_vault` does).
+
+        Messages form a tree (`turns.begin`): the user message follows `parent` (default:
+        the current leaf; None: a new first message) and the placeholder follows it, and
+        becomes the current leaf. With `user_text` None there is no user message: the
+        placeholder follows `parent` (regenerate: a user message; continue: a reply).
+        `model` is recorded on the placeholder, and `reply_meta` is its meta (the system text
+        the model was given, tokenized).
 
         Also sets the title (if given) and records the "masked" audit event (if `masked` has
         counts), as `rename_conversation` and `record_audit` would. If `owner_id` is given,
@@ -719,8 +775,11 @@ class Store:
         sealed with the message, and `load_spellings` gives them back.
         """
         conversations.check_message_fields("user", "complete", None, None, meta)
+        conversations.check_message_fields("assistant", "incomplete", None, None, reply_meta)
         if title is not None:
             conversations.check_title(title)
+        if model is not None:
+            conversations.check_model(model)
         counts = conversations.check_counts(masked or {})
         typed = spellings_module.check(spellings or {})
         where = self._db.target.describe()
@@ -730,7 +789,8 @@ class Store:
                 turns.create(run, create_for, "", conversation_id)
             return turns.begin(run, conversation_id, user_text, meta or {}, title=title,
                                owner_id=owner_id, masked=counts, typed=typed, key=self._key,
-                               where=where)  # fmt: skip
+                               where=where, parent=parent, model=model,
+                               reply_meta=reply_meta)  # fmt: skip
 
         return await self._db.transact(work, write=True, what="adding a message")
 

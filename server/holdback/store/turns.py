@@ -34,6 +34,7 @@ from sqlalchemy import Table, Update, bindparam, delete, select, update
 
 from holdback.store import checkpoints, conversations, key_check, spellings
 from holdback.store.accounts import new_id
+from holdback.store.conversations import path_to
 from holdback.store.crypto import VaultKey
 from holdback.store.errors import (
     ConversationNotFoundError,
@@ -71,6 +72,9 @@ _OPEN = (
         _conversations.c.title,
         _conversations.c.created_at,
         _conversations.c.updated_at,
+        _conversations.c.current_leaf,
+        _conversations.c.system_prompt,
+        _conversations.c.model,
         _vault.c.token,
         _vault.c.kind,
         _vault.c.detector_kind,
@@ -92,6 +96,7 @@ _HISTORY = (
 
 
 _INSERT_TURN = insert_rows(_messages, 2)  # the user's message and the reply's placeholder
+_INSERT_REPLY = insert_rows(_messages, 1)  # a regenerated or continued reply's placeholder
 _INSERT_CONVERSATION = insert_rows(_conversations, 1)
 _OWNER = select(_conversations.c.owner_id).where(
     _conversations.c.id == bindparam("conversation_id")
@@ -128,6 +133,13 @@ def _finish(finish_reason: bool) -> Update:
 # Keyed by (title given, owner given) and by (finish reason given): one shape each.
 _FLAGS = ((False, False), (False, True), (True, False), (True, True))
 _TOUCH = {(title, owner): _touch(title, owner) for title, owner in _FLAGS}
+_LEAF = select(_conversations.c.current_leaf).where(_conversations.c.id == bindparam("b_id"))
+_SET_LEAF = (
+    update(_conversations)
+    .where(_conversations.c.id == bindparam("b_id"))
+    .values(current_leaf=bindparam("b_leaf", type_=_conversations.c.current_leaf.type))
+)
+AFTER_LEAF = "after the current leaf"  # `begin`'s default parent: the branch shown
 _FINISH = {given: _finish(given) for given in (False, True)}
 _FORGET_CHECKPOINTS = delete(_checkpoints).where(_checkpoints.c.message_id == bindparam("b_id"))
 
@@ -239,6 +251,9 @@ def open_owned(
         title=first.title,
         created_at=first.created_at,
         updated_at=first.updated_at,
+        current_leaf=first.current_leaf,
+        system_prompt=first.system_prompt,
+        model=first.model,
     )
     vault = stored_vault(key, conversation_id, (row for row in rows if row.token is not None))
     return conversation, vault
@@ -247,7 +262,7 @@ def open_owned(
 def begin(
     run: Runner,
     conversation_id: str,
-    text: str,
+    text: str | None,
     meta: Mapping[str, object],
     *,
     title: str | None,
@@ -256,22 +271,51 @@ def begin(
     typed: Spellings,
     key: VaultKey,
     where: str,
+    parent: str | None = AFTER_LEAF,
+    model: str | None = None,
+    reply_meta: Mapping[str, object] | None = None,
 ) -> Turn:
-    """Add the user message (with title, "masked" audit and its own spellings `typed`, if
-    any, sealed with `key`) and the reply's placeholder."""
+    """Add the user message `text` (with title, "masked" audit and its own spellings `typed`,
+    if any, sealed with `key`) after `parent`, and the reply's placeholder after it; with
+    `text` None, only the placeholder, after `parent` (a regenerated or continued reply).
+    `parent` defaults to the current leaf; it must be a message of the conversation, or None
+    (a new first message). The placeholder becomes the current leaf. `Turn.history` is the
+    branch the model reads: the path to the placeholder's parent."""
     if typed:
         key_check.verify_in(run, key, where, lock="share")
     now = datetime.now(UTC)
     _lock_and_touch(run, conversation_id, now, title=title, owner_id=owner_id)
     messages = history(run, conversation_id)
-    seq = messages[-1].seq + 1 if messages else 1
-    # Meta as it reads back from the JSON column, so `user` equals what `list_messages` gives.
-    stored_meta = json.loads(json.dumps(dict(meta)))
-    user = Message(new_id(), conversation_id, seq, "user", text, {}, "complete", None,
-                   stored_meta, now, now)  # fmt: skip
-    assistant = Message(new_id(), conversation_id, seq + 1, "assistant", "", {}, "incomplete",
-                        None, {}, now, now)  # fmt: skip
-    run.run(_INSERT_TURN, numbered([_values(user), _values(assistant)]))
+    if parent == AFTER_LEAF:
+        rows = run.rows(_LEAF, {"b_id": conversation_id})
+        leaf = rows[0].current_leaf if rows else None
+        branch = path_to(messages, leaf)
+        parent = branch[-1].id if branch else None
+    elif parent is not None and not any(m.id == parent for m in messages):
+        raise MessageNotFoundError(f"message {parent} is not in conversation {conversation_id}")
+    if text is None and parent is None:
+        raise MessageNotFoundError("a reply needs a message to follow")
+    branch = path_to(messages, parent) if parent is not None else []
+    seq = max((m.seq for m in messages), default=0) + 1
+    rows_out: list[dict[str, object]] = []
+    user: Message | None = None
+    if text is not None:
+        # Meta as it reads back from the JSON column, so `user` equals what `list_messages`
+        # gives.
+        stored_meta = json.loads(json.dumps(dict(meta)))
+        user = Message(new_id(), conversation_id, seq, "user", text, {}, "complete", None,
+                       stored_meta, now, now, parent_id=parent)  # fmt: skip
+        rows_out.append(_values(user))
+        branch.append(user)
+        parent, seq = user.id, seq + 1
+    assistant = Message(new_id(), conversation_id, seq, "assistant", "", {}, "incomplete", None,
+                        json.loads(json.dumps(dict(reply_meta or {}))), now, now,
+                        parent_id=parent, model=model)  # fmt: skip
+    rows_out.append(_values(assistant))
+    run.run(_INSERT_TURN if user is not None else _INSERT_REPLY, numbered(rows_out))
+    run.run(_SET_LEAF, {"b_id": conversation_id, "b_leaf": assistant.id})
+    if user is None:
+        return Turn(user=None, assistant=assistant, history=branch)
     if masked:
         audit = _audit_rows(conversation_id, user.id, [("masked", masked)], now)
         run.run(_INSERT_AUDIT[1], numbered(audit))
@@ -283,8 +327,7 @@ def begin(
             "created_at": now,
         }
         run.run(_INSERT_SPELLINGS, numbered([row]))
-    messages.append(user)
-    return Turn(user=user, assistant=assistant, history=messages)
+    return Turn(user=user, assistant=assistant, history=branch)
 
 
 def finish(

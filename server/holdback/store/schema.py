@@ -2,10 +2,10 @@
 
 The rules: stored text is the tokenized text the model saw; an original value exists only as
 ciphertext (`vault_entries.value_ciphertext`, `term_lists.terms_ciphertext`,
-`message_spellings.spellings_ciphertext`) and as a keyed hash that cannot be reversed
-(`vault_entries.value_hash`). Audit rows hold kinds and counts, never values; reveal and
-admin events hold tokens, kinds and names, never values. Everything a conversation owns goes
-when it goes (`ON DELETE CASCADE`).
+`message_spellings.spellings_ciphertext`, `uploads.name_ciphertext` and `text_ciphertext`)
+and as a keyed hash that cannot be reversed (`vault_entries.value_hash`). Audit rows hold
+kinds and counts, never values; reveal and admin events hold tokens, kinds and names, never
+values. Everything a conversation owns goes when it goes (`ON DELETE CASCADE`).
 Uniqueness that concurrent writers rely on is enforced by the database, not by the code:
 a message's position in its conversation, a token in its vault, a value's hash per kind.
 
@@ -396,3 +396,26 @@ class AdminEventRow(Base):
     action: Mapped[str] = mapped_column(String(64))
     target: Mapped[str] = mapped_column(String(400))
     created_at: Mapped[datetime] = mapped_column(index=True)
+
+
+class UploadRow(Base):
+    """A document a user uploaded that no message has used yet (migration 0007). Its name and
+    extracted text may hold values: both are sealed (AAD: the upload's id and its owner, see
+    `store/uploads.py`). Size, characters, media type and times describe the file only."""
+
+    __tablename__ = "uploads"
+    __table_args__ = (
+        Index(None, "owner_id", "created_at"),
+        CheckConstraint("size >= 0", name="size_not_negative"),
+        CheckConstraint("chars >= 0", name="chars_not_negative"),
+    )
+
+    id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    name_ciphertext: Mapped[bytes] = mapped_column(LargeBinary)
+    text_ciphertext: Mapped[bytes] = mapped_column(LargeBinary)
+    size: Mapped[int] = mapped_column(Integer)  # bytes of the file as uploaded
+    chars: Mapped[int] = mapped_column(Integer)  # characters of its extracted text
+    media_type: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[datetime] = mapped_column(index=True)
+    used_at: Mapped[datetime | None]  # when a message first took it

@@ -52,6 +52,20 @@ WIRE_ERRORS: dict[str, str] = {
     "unknown_model": "no such model on this server; GET /api/models lists them",
     "too_many_watchers": "too many connections watch this conversation, or this connection "
     "watches too many; close one first",
+    # Documents (`app/uploads.py`, `app/extract.py`; bounds in docs/limits.md).
+    "bad_upload": "send multipart/form-data with exactly one file, in the field 'file'",
+    "upload_too_large": "the file is larger than this server accepts",
+    "upload_too_long": "the file holds more text than this server accepts (characters or pages)",
+    "unsupported_type": "this type of file cannot be attached; attach text, Markdown, CSV, "
+    "JSON, source code, PDF or DOCX",
+    "unreadable_file": "the file could not be read: it is not UTF-8 text, or it is damaged",
+    "encrypted_file": "the file is encrypted (password-protected); attach an unprotected copy",
+    "empty_file": "no text was found in the file (a scanned PDF holds only images)",
+    "too_many_uploads": "too many files are waiting to be sent; send or remove some first",
+    "upload_busy": "the server is reading too many files; try again in a moment",
+    "unknown_attachment": "an attached file is unknown or has expired; attach it again",
+    "too_many_attachments": "too many files are attached to this message",
+    "attachments_too_long": "the attached files hold more text than one message may carry",
 }
 
 

@@ -1,7 +1,8 @@
 """Bounds on what one client can make the server hold, and the headers every response carries.
 
 The rules:
-- A request body is bounded per route (`body_limit`): a declared `Content-Length` over the
+- A request body is bounded per route (`body_limit`; `/api/uploads` takes a file of up to
+  `max_upload_bytes`, and is refused as `upload_too_large`): a declared `Content-Length` over the
   bound is refused with 413 before a byte of the body is read, and a body that grows past it
   while it arrives is refused the moment it does, so no more than the bound is ever held. The
   whole body must arrive within `body_timeout` seconds, or the request gets 408. Both close the
@@ -40,11 +41,24 @@ SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
 )
 
 
+# The route that takes files, and what a multipart body may add to its file: the boundaries
+# and each part's headers (the file's name is at most a few hundred bytes of them).
+UPLOAD_PATH = "/api/uploads"
+MULTIPART_OVERHEAD = 16 * 1024
+
+
 def body_limit(settings: Settings, path: str) -> int:
     """The largest request body, in bytes, that `path` accepts."""
     if path == "/api/login":
         return settings.max_login_body_bytes
+    if path == UPLOAD_PATH:
+        return settings.max_upload_bytes + MULTIPART_OVERHEAD
     return settings.max_body_bytes
+
+
+def too_large_code(path: str) -> str:
+    """The code a body over `path`'s limit is refused with: an upload's names the file."""
+    return "upload_too_large" if path == UPLOAD_PATH else "body_too_large"
 
 
 class BodyTooLargeError(HoldbackError):
@@ -90,7 +104,7 @@ class RequestLimits:
         limit = body_limit(self.settings, scope.get("path", ""))
         declared = _content_length(scope)
         if declared is not None and declared > limit:
-            await refuse(send, 413, "body_too_large", limit=limit)
+            await refuse(send, 413, too_large_code(scope.get("path", "")), limit=limit)
             return
         deadline = asyncio.get_running_loop().time() + self.settings.body_timeout
         received = 0
@@ -126,7 +140,7 @@ class RequestLimits:
         except BodyTooLargeError:
             if started:
                 raise
-            await refuse(send, 413, "body_too_large", limit=limit)
+            await refuse(send, 413, too_large_code(scope.get("path", "")), limit=limit)
         except BodyTimeoutError:
             if started:
                 raise

@@ -64,6 +64,8 @@ class Settings:
     login_lock_after: int = 10  # failed logins that lock an account
     login_lock_time: float = 900.0  # seconds an account stays locked
     max_vault_entries: int = 10_000  # values (and reserved ids) one conversation's vault holds
+    max_upload_bytes: int = 10 * 1024 * 1024  # a file posted to /api/uploads
+    max_upload_chars: int = 200_000  # the text extracted from one uploaded file
     # SQLite's synchronous level (docs/storage.md): "normal" survives a process crash, "full"
     # a power loss too.
     sqlite_synchronous: str = "normal"
@@ -296,6 +298,8 @@ def _limits(env: Mapping[str, str]) -> dict[str, Any]:
         "max_vault_entries": number(
             "max_vault_entries", "HOLDBACK_MAX_VAULT_ENTRIES", 1, 10_000_000
         ),
+        "max_upload_bytes": number("max_upload_bytes", "HOLDBACK_MAX_UPLOAD_BYTES", 1024, 64 << 20),
+        "max_upload_chars": number("max_upload_chars", "HOLDBACK_MAX_UPLOAD_CHARS", 1000, 500_000),
         "upstream_limits": _upstream_limits(env),
     }
 

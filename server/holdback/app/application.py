@@ -23,7 +23,7 @@ from starlette.routing import Mount, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from holdback.app import admin_api, demo, http_api, syntax, terms_api
+from holdback.app import admin_api, demo, http_api, syntax, terms_api, uploads
 from holdback.app.auth import Authenticator
 from holdback.app.limits import RequestLimits, SecurityHeaders
 from holdback.app.pipeline import ChatService
@@ -137,6 +137,7 @@ def create_app(settings: Settings, provider: Provider | None = None) -> Starlett
         *http_api.routes,
         *admin_api.routes,
         *terms_api.routes,
+        *uploads.routes,
         WebSocketRoute("/ws", chat_socket),
         *demo.routes,
         syntax.route,

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from holdback.providers.base import ChatMessage, ChatRequest, ToolSpec
-from holdback.providers.demo import DemoModel, DemoProvider, InvalidDemoSettingError
+from holdback.providers.demo import INTRO, DemoModel, DemoProvider, InvalidDemoSettingError
 from holdback.providers.events import (
     End,
     Event,
@@ -48,7 +48,7 @@ def test_same_conversation_same_reply_and_chunking() -> None:
 def test_email_reply_refers_back_to_the_tokens_verbatim() -> None:
     events = DemoModel().reply(EMAIL)
     text = text_of(events)
-    assert text.startswith("I'll draft the email to <EMAIL_1>.")
+    assert text.startswith(INTRO + "\n\nI'll draft the email to <EMAIL_1>.")
     assert "Hi <PERSON_1>," in text
     assert "You mentioned <EMAIL_1>, <PERSON_1> and <DATE_1>" in text
     assert set(tokens_in(text)) == {"<EMAIL_1>", "<PERSON_1>", "<DATE_1>"}
@@ -64,6 +64,16 @@ def test_reasoning_comes_first_and_is_short() -> None:
     thought = text_of(events, "reasoning")
     assert 0 < len(thought) < 300
     assert "<EMAIL_1>" in thought
+
+
+def test_every_reply_opens_by_saying_it_is_an_offline_demo() -> None:
+    for request in (EMAIL, ask("Hi"), ask("", "Noted.", "Summarize this, please")):
+        text = text_of(DemoModel().reply(request))
+        assert text.startswith(INTRO + "\n\n")
+        assert text.count(INTRO) == 1
+    assert "offline demo" in INTRO
+    assert "no LLM is connected" in INTRO
+    assert tokens_in(INTRO) == []
 
 
 def test_no_tokens_and_no_invented_tokens() -> None:

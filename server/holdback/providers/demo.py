@@ -14,7 +14,9 @@ and the reply behaves like a real model's in every way the pipeline must cope wi
 - every text and argument is streamed in chunks of 1 to 6 characters drawn from a generator
   seeded by the conversation, so tokens are routinely split across chunks; `chunk_delay`
   paces the chunks (0 sends them as fast as the consumer takes them);
-- usage counts are whitespace-separated words, the demo's notion of a token.
+- usage counts are whitespace-separated words, the demo's notion of a token;
+- every reply opens with `INTRO`, a line that says it is holdback's offline demo and that no
+  LLM is connected, so a canned reply is never mistaken for a broken model.
 
 `DemoModel` composes the whole reply without I/O; `DemoProvider` only paces it.
 """
@@ -53,6 +55,10 @@ _WANTS_TOOL = re.compile(r"\b(tools?|look\s*up|lookup|search|find|send)\b", re.I
 _EMAIL = re.compile(r"\b(e-?mails?|mail|write to|reply to)\b", re.IGNORECASE)
 _SUMMARY = re.compile(r"\bsummar", re.IGNORECASE)
 _SEND = re.compile(r"\bsend\b", re.IGNORECASE)
+INTRO = (
+    "_holdback's offline demo model: no LLM is connected, so this is a canned reply "
+    "built from your message._"
+)
 _CLOSINGS = (
     "Tell me if you want anything changed.",
     "Anything else I can help with?",
@@ -214,8 +220,8 @@ class DemoModel:
         if tool is not None:
             parts.append(f"I'm calling the {tool.name} tool now.")
         if draft:
-            return " ".join(parts) + "\n\n" + draft + "\n\n" + closing
-        return " ".join([*parts, closing])
+            return INTRO + "\n\n" + " ".join(parts) + "\n\n" + draft + "\n\n" + closing
+        return INTRO + "\n\n" + " ".join([*parts, closing])
 
     @staticmethod
     def _chunks(text: str, rng: random.Random) -> list[str]:

@@ -130,7 +130,13 @@ def test_owner_view_and_model_view(client: TestClient) -> None:
         "status",
         "finish_reason",
         "created_at",
+        "parent_id",
+        "model",
+        "ended_by",
     }
+    assert (user["parent_id"], assistant["parent_id"]) == (None, user["id"])
+    assert owner["current_path"] == [user["id"], assistant["id"]]
+    assert assistant["model"] == owner["model"]
     assert user["text"] == text
     assert user["masked"] == frames[0]["masked"]
     assert assistant["text"] == content_of(frames)

@@ -45,6 +45,7 @@ from holdback.app.views import (
 )
 from holdback.errors import HoldbackError, wire_message
 from holdback.reveal import Level, RevealPolicy
+from holdback.store.conversations import path_to
 from holdback.store.errors import (
     ConversationNotFoundError,
     GroupNotFoundError,
@@ -54,6 +55,7 @@ from holdback.store.errors import (
 )
 from holdback.store.records import Conversation, Share, SharedConversation, User
 from holdback.store.repository import Store
+from holdback.stream import restore
 from holdback.vault import Vault
 
 MAX_NAME_CHARS = 200  # a user's or a group's name (`store.accounts.MAX_NAME_CHARS`)
@@ -309,6 +311,7 @@ async def get_conversation(request: Request) -> Response:
     if model:
         body = conversation_json(conversation)
         body["messages"] = [model_view(m) for m in messages]
+        body["system_prompt"] = conversation.system_prompt or ""
         body["view"] = "model"
     else:
         vault = Vault(await store.load_vault(conversation.id))
@@ -325,12 +328,21 @@ async def get_conversation(request: Request) -> Response:
         for m in messages:
             body["messages"].append(restore_message(m, vault, typed.get(m.id), reader=reader))
             shown.append((m.id, reader.revealed()))
+        body["system_prompt"] = ""
+        if conversation.system_prompt:
+            reader.note(conversation.system_prompt)
+            body["system_prompt"] = restore(conversation.system_prompt, reader.index)
+            shown.append((None, reader.revealed()))
         await runtime.store.record_read(user.id, conversation.id, shown)  # one write per read
         body["view"] = "owner" if owner else "shared"
     if share is not None:
         body.update(shared=True, owner=share.owner, access=share.access)
     elif owner:
         body.update(shared=False, owner=user.name, access="owner")
+    # The tree is every message (each with its `parent_id`); the branch shown is the path to
+    # the current leaf.
+    body["current_path"] = [m.id for m in path_to(messages, conversation.current_leaf)]
+    body["model"] = conversation.model or runtime.service.default_model
     body["streaming"] = reply is not None
     if reply is not None:
         # The reply in flight is stored as it goes; say so, so a client that reconnects
@@ -340,28 +352,6 @@ async def get_conversation(request: Request) -> Response:
                 message["status"] = "streaming"
                 message["finish_reason"] = None
     return JSONResponse(body)
-
-
-async def rename_conversation(request: Request) -> Response:
-    user = await _user(request)
-    if isinstance(user, Response):
-        return user
-    runtime = _runtime(request)
-    conversation = await runtime.store.get_conversation(request.path_params["id"], user.id)
-    if conversation is None:
-        return problem(404, "not_found", "no such conversation")
-    body = await _body(request)
-    title = body.get("title") if body else None
-    if not isinstance(title, str) or not title.strip() or "\x00" in title:
-        return problem(400, "bad_request", "send JSON with a non-empty 'title', without NUL")
-    vault = Vault(await runtime.store.load_vault(conversation.id))
-    try:
-        masked = await runtime.service.mask_text(conversation.id, title.strip()[:200], vault)
-    except VaultFullError as exc:  # the title stays as it was
-        return refused(409, exc)
-    await runtime.store.rename_conversation(conversation.id, user.id, masked)
-    renamed = await runtime.store.get_conversation(conversation.id, user.id) or conversation
-    return JSONResponse(conversation_json(renamed, vault))
 
 
 async def delete_conversation(request: Request) -> Response:
@@ -458,7 +448,6 @@ routes = [
     Route("/api/conversations", list_conversations, methods=["GET"]),
     Route("/api/conversations", create_conversation, methods=["POST"]),
     Route("/api/conversations/{id}", get_conversation, methods=["GET"]),
-    Route("/api/conversations/{id}", rename_conversation, methods=["PATCH"]),
     Route("/api/conversations/{id}", delete_conversation, methods=["DELETE"]),
     Route("/api/conversations/{id}/shares", list_shares, methods=["GET"]),
     Route("/api/conversations/{id}/shares", create_share, methods=["POST"]),

@@ -345,6 +345,7 @@ class ChatService:
             raise
         # From here the placeholder exists, so the reply task owns it and always finishes it.
         reply.message_id = turn.assistant.id
+        reply.meta = dict(turn.assistant.meta)
         pump = ReplyPump(self, reply, vault)
         request = _request(turn.history, system, continues=ask.continues)
         reply.task = asyncio.create_task(
@@ -526,6 +527,7 @@ class ChatService:
         reply = self.replies.get(conversation_id)
         if reply is None or reply.task is None:
             return False
+        reply.stopped = True
         reply.task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await reply.task

@@ -60,6 +60,8 @@ class Reply:
     # Who was shown the reply, under which policy: their reveals are audited with it.
     viewers: dict[str, RevealPolicy] = field(default_factory=dict)
     kinds: Mapping[str, str] = field(default_factory=dict)  # token -> kind, for the audit
+    meta: dict[str, object] = field(default_factory=dict)  # the placeholder's, as stored
+    stopped: bool = False  # its user pressed Stop
     finished_at: float | None = None  # the loop's time when its final write was done
 
     def attach(
@@ -160,7 +162,7 @@ class ReplyPump:
                 if aclose is not None:
                     await aclose()
         except asyncio.CancelledError:
-            self.views.interrupt()
+            self.views.interrupt("user" if self.reply.stopped else "server")
             await self.finish()
             raise
         except Exception as exc:
@@ -188,6 +190,9 @@ class ReplyPump:
                 blocked=outcome.blocked,
                 checkpointed=self.checkpoint.tried,
                 reveals=self.reveals([outcome.text, *outcome.parts.values()]),
+                meta={**self.reply.meta, "ended_by": outcome.ended_by}
+                if outcome.ended_by is not None
+                else None,
             )
 
         stored = store()

@@ -28,11 +28,11 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 from holdback.providers.events import Event
 from holdback.reply import Frame, Outcome, ReplyMachine
-from holdback.reply.frames import AssistantDelta, AssistantStart
+from holdback.reply.frames import AssistantDelta, AssistantStart, EndedBy
 from holdback.reveal import OWNER, RevealPolicy
 from holdback.stream import ReplyFilter
 from holdback.stream.projection import ProjectionMode
@@ -164,8 +164,8 @@ class Views:
             self._end("interrupt", None)
         return released
 
-    def interrupt(self) -> None:
-        self._end("interrupt", None)
+    def interrupt(self, ended_by: EndedBy | None = None) -> None:
+        self._end("interrupt", ended_by)
 
     def fail(self, code: str) -> None:
         self._end("fail", code)
@@ -184,7 +184,7 @@ class Views:
     @staticmethod
     def _close(machine: ReplyMachine, step: str, argument: object) -> list[Frame]:
         if step == "interrupt":
-            return machine.interrupt()
+            return machine.interrupt(cast("EndedBy | None", argument))
         if step == "fail":
             return machine.fail(str(argument))
         return machine.done(stored=bool(argument))

@@ -27,7 +27,7 @@ from typing import Any
 
 from holdback.app.pipeline import make_title
 from holdback.pseudonymize import restore_as_typed, restore_in_order
-from holdback.reply.frames import REPLACED_TOOL_NAME, TOOL_NAME, finish_reason
+from holdback.reply.frames import ENDED_BY, REPLACED_TOOL_NAME, TOOL_NAME, finish_reason
 from holdback.reveal import LITERAL, OWNER, Level, RevealPolicy
 from holdback.store.records import Conversation, Message
 from holdback.stream import Restorer, restore
@@ -145,6 +145,12 @@ def _finish_reason(message: Message) -> str | None:
     return finish_reason(message.finish_reason)
 
 
+def _ended_by(message: Message) -> str | None:
+    """Who stopped a reply early (`reply.frames.ENDED_BY`), from its meta; None otherwise."""
+    ended = message.meta.get("ended_by")
+    return ended if ended in ENDED_BY else None
+
+
 def _restore_json_values(text: str, index: TokenIndex) -> str:
     restorer = Restorer(index, escape=json_escape)
     return restorer.feed(text) + restorer.flush()
@@ -223,12 +229,16 @@ def restore_message(
         "status": message.status,
         "finish_reason": _finish_reason(message),
         "created_at": message.created_at.isoformat(),
+        "parent_id": message.parent_id,
+        "model": message.model,
+        "ended_by": _ended_by(message),
     }
 
 
 def model_view(message: Message) -> dict[str, Any]:
-    """A stored message as the model saw it: tokenized, as stored."""
-    return {
+    """A stored message as the model saw it: tokenized, as stored; a reply with the system
+    text it was asked with (the owner's instructions and the system prompt, tokenized)."""
+    body = {
         "id": message.id,
         "role": message.role,
         "text": message.text,
@@ -238,7 +248,14 @@ def model_view(message: Message) -> dict[str, Any]:
         "status": message.status,
         "finish_reason": _finish_reason(message),
         "created_at": message.created_at.isoformat(),
+        "parent_id": message.parent_id,
+        "model": message.model,
+        "ended_by": _ended_by(message),
     }
+    system = message.meta.get("system")
+    if isinstance(system, str) and system:
+        body["system"] = system
+    return body
 
 
 def owner_title(

@@ -34,6 +34,10 @@ FINISH_REASONS: Final[tuple[FinishReason, ...]] = (
     "other",
 )
 Status: TypeAlias = Literal["complete", "incomplete", "blocked"]
+# Who stopped a reply early: its user (Stop) or the server (a shutdown, or a restart found it
+# unfinished); the finish reason stays `other`.
+EndedBy: TypeAlias = Literal["user", "server"]
+ENDED_BY: Final[tuple[EndedBy, ...]] = ("user", "server")
 WireChannel: TypeAlias = Literal["content", "reasoning", "tool_call"]
 
 # Upstream words for why a reply ended, lower-cased, by provider family; anything else is other.
@@ -139,15 +143,19 @@ class AssistantDone:
     message_id: str
     finish_reason: FinishReason
     status: Status
+    ended_by: EndedBy | None = None  # a reply stopped early: by its user's Stop, or the server
 
     def wire(self) -> dict[str, Any]:
-        return {
+        frame: dict[str, Any] = {
             "type": "assistant_done",
             "conversation_id": self.conversation_id,
             "message_id": self.message_id,
             "finish_reason": self.finish_reason,
             "status": self.status,
         }
+        if self.ended_by is not None:
+            frame["ended_by"] = self.ended_by
+        return frame
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,6 +44,7 @@ from holdback.reply.frames import (
     AssistantDelta,
     AssistantDone,
     AssistantStart,
+    EndedBy,
     ErrorFrame,
     FinishReason,
     Frame,
@@ -80,6 +81,7 @@ class Outcome:
     finish_reason: FinishReason
     redacted: Counter[str]
     blocked: Counter[str]
+    ended_by: EndedBy | None = None
 
 
 @dataclass(slots=True)
@@ -116,6 +118,7 @@ class ReplyMachine:
         self._channels: dict[str, ReplyFilter] = {}
         self._calls: dict[str, _Call] = {}  # by the upstream's id, which is only a key
         self._ending: _Ending | None = None
+        self._ended_by: EndedBy | None = None
         self._blocked: Counter[str] = Counter()
 
     @property
@@ -156,10 +159,12 @@ class ReplyMachine:
             self._fail(out)
         return out
 
-    def interrupt(self) -> list[Frame]:
-        """The reply stops early (cancelled, shut down, or the stream ended without a word)."""
+    def interrupt(self, ended_by: EndedBy | None = None) -> list[Frame]:
+        """The reply stops early: `ended_by` its user or the server, or (None) the stream
+        ended without a word."""
         if self.ended:
             return []
+        self._ended_by = ended_by
         out: list[Frame] = []
         try:
             self._end(out, "incomplete", "other", [])
@@ -201,6 +206,7 @@ class ReplyMachine:
             finish_reason=ending.reason,
             redacted=redacted,
             blocked=Counter(self._blocked),
+            ended_by=self._ended_by,
         )
 
     def done(self, *, stored: bool) -> list[Frame]:
@@ -216,7 +222,9 @@ class ReplyMachine:
             out.append(self._error("storage_failed"))
             status, reason = "incomplete", "error"
         self.state = ReplyState.DONE
-        out.append(AssistantDone(self.conversation_id, self.message_id, reason, status))
+        out.append(
+            AssistantDone(self.conversation_id, self.message_id, reason, status, self._ended_by)
+        )
         return out
 
     # -- internals -------------------------------------------------------------------------

@@ -7,6 +7,9 @@ The rules:
   shows its reply too.
 - A conversation's `system_prompt` is stored tokenized (the caller pseudonymizes it with the
   conversation's vault first); `model` is a model id of this server's, checked by the caller.
+- A reply still unfinished when a server starts on a store only it uses (SQLite) was cut off
+  by the last stop: `close_unfinished` marks it incomplete, `ended_by` the server, so it
+  reads as what it is instead of as a reply that might still come.
 - A user's custom instructions are sealed with the vault key, the user's id as associated
   data: they may hold values, and no conversation's vault owns them until a message uses
   them, when they are pseudonymized with that conversation's vault like the message.
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from holdback.store.conversations import owned_conversation, to_message
@@ -107,3 +110,28 @@ async def set_instructions(session: AsyncSession, key: VaultKey, user_id: str, t
     user.instructions_ciphertext = (
         key.seal(text.encode("utf-8"), _associated(user_id)) if text else None
     )
+
+
+async def close_unfinished(session: AsyncSession) -> int:
+    """Mark every reply never finished (status incomplete, no finish reason) as ended by the
+    server; returns how many."""
+    rows = await session.execute(
+        select(MessageRow.id, MessageRow.meta).where(
+            MessageRow.role == "assistant",
+            MessageRow.status == "incomplete",
+            MessageRow.finish_reason.is_(None),
+        )
+    )
+    found = list(rows.all())
+    now = datetime.now(UTC)
+    for message_id, meta in found:
+        await session.execute(
+            update(MessageRow)
+            .where(MessageRow.id == message_id)
+            .values(
+                finish_reason="other",
+                meta={**dict(meta or {}), "ended_by": "server"},
+                updated_at=now,
+            )
+        )
+    return len(found)

@@ -76,7 +76,7 @@ def to_message(row: Any) -> Message:
 
 
 MAX_MODEL_CHARS = 200  # `messages.model`, `conversations.model`
-MAX_SYSTEM_PROMPT_CHARS = 20_000
+MAX_SYSTEM_PROMPT_CHARS = 8000
 
 
 def check_model(model: str) -> str:

@@ -644,6 +644,14 @@ class Store:
             what="changing a conversation's settings",
         )
 
+    async def close_unfinished(self) -> int:
+        """Mark replies a stop cut off (never finished) as ended by the server; only for a
+        store this process alone uses (SQLite): elsewhere another process may be running
+        them."""
+        if self._db.dialect != "sqlite":
+            return 0
+        return await self._db.write(branches.close_unfinished, what="closing unfinished replies")
+
     async def instructions_of(self, user_id: str) -> str:
         """The user's custom instructions, unsealed ("" if none)."""
         return await self._db.read(lambda s: branches.instructions_of(s, self._key, user_id))
@@ -807,6 +815,7 @@ class Store:
         blocked: Mapping[str, int] | None = None,
         checkpointed: bool = True,
         reveals: Sequence[tuple[str, str, str, str]] = (),
+        meta: Mapping[str, object] | None = None,
     ) -> None:
         """Store the reply as `update_message` would, with its "blocked" and "redacted" audit.
 
@@ -815,10 +824,12 @@ class Store:
         (viewer id, token, kind, level) of each value the reply showed a viewer plain or
         masked, are recorded in the same transaction (as `record_reveals` would).
         """
-        conversations.check_message_fields(None, status, finish_reason, parts, None)
+        conversations.check_message_fields(None, status, finish_reason, parts, meta)
         values: dict[str, object] = {"text": text, "parts": dict(parts), "status": status}
         if finish_reason is not None:
             values["finish_reason"] = finish_reason
+        if meta is not None:  # replaces the placeholder's
+            values["meta"] = dict(meta)
         audits = [
             ("blocked", conversations.check_counts(blocked or {})),
             ("redacted", conversations.check_counts(redacted or {})),

@@ -116,10 +116,12 @@ def _touch(title: bool, owner: bool) -> Update:
     return statement.values(values)
 
 
-def _finish(finish_reason: bool) -> Update:
+def _finish(finish_reason: bool, meta: bool = False) -> Update:
     columns = ["text", "parts", "status", "updated_at"]
     if finish_reason:
         columns.append("finish_reason")
+    if meta:
+        columns.append("meta")
     return (
         update(_messages)
         .where(
@@ -140,7 +142,7 @@ _SET_LEAF = (
     .values(current_leaf=bindparam("b_leaf", type_=_conversations.c.current_leaf.type))
 )
 AFTER_LEAF = "after the current leaf"  # `begin`'s default parent: the branch shown
-_FINISH = {given: _finish(given) for given in (False, True)}
+_FINISH = {(reason, meta): _finish(reason, meta) for reason, meta in _FLAGS}
 _FORGET_CHECKPOINTS = delete(_checkpoints).where(_checkpoints.c.message_id == bindparam("b_id"))
 
 
@@ -347,7 +349,7 @@ def finish(
     _lock_and_touch(run, conversation_id, now)
     params = {f"b_{name}": value for name, value in values.items()}
     params.update(b_id=message_id, b_conversation=conversation_id, b_updated_at=now)
-    if run.count(_FINISH["finish_reason" in values], params) != 1:
+    if run.count(_FINISH["finish_reason" in values, "meta" in values], params) != 1:
         raise MessageNotFoundError(f"message {message_id} is not in conversation {conversation_id}")
     if checkpointed:
         run.run(_FORGET_CHECKPOINTS, {"b_id": message_id})

@@ -23,7 +23,7 @@ from starlette.routing import Mount, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from holdback.app import admin_api, demo, http_api, syntax, terms_api, uploads
+from holdback.app import admin_api, chat_settings_api, demo, http_api, syntax, terms_api, uploads
 from holdback.app.auth import Authenticator
 from holdback.app.limits import RequestLimits, SecurityHeaders
 from holdback.app.pipeline import ChatService
@@ -72,6 +72,7 @@ async def build_runtime(settings: Settings, provider: Provider | None = None) ->
             await store.save_term_list(
                 f"forbidden:{path.stem}", "forbidden", "forbidden", read_terms(path)
             )
+        await store.close_unfinished()  # replies the last stop cut off (SQLite)
         version = await store.term_lists_version()
         detectors, forbidden = detectors_for(settings, await store.load_term_lists())
         http: UpstreamClient | None = None
@@ -135,6 +136,7 @@ def create_app(settings: Settings, provider: Provider | None = None) -> Starlett
 
     routes = [
         *http_api.routes,
+        *chat_settings_api.routes,
         *admin_api.routes,
         *terms_api.routes,
         *uploads.routes,

@@ -45,6 +45,7 @@ SAMPLES: dict[str, tuple[list[str], str, str, object]] = {
         (Path("/t/hosts.txt"),),
     ),
     "guard_mode": (["block"], "block", "guard_mode", "block"),
+    "debug": ([], "1", "debug", True),
 }
 
 

@@ -2,7 +2,9 @@
 
 On start it opens the store (which applies the migrations and checks the vault key), loads the
 term lists (files given on the command line are saved to the store, encrypted, and every list in
-the store is used), builds the detectors, the provider and the chat service, and prints the URL.
+the store is used), builds the detectors, one provider per model (`--model`, the first the
+default) and the chat service. `holdback serve` builds that runtime itself before the server
+starts (`startup.py`) and hands it over, so that the lifespan has nothing left that can fail.
 Every response carries the security headers, and every request body is bounded in size and
 time (`holdback.app.limits`). On shutdown, replies in flight get `shutdown_grace` seconds to
 finish; the rest are stored as incomplete.
@@ -23,7 +25,7 @@ from starlette.routing import Mount, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from holdback.app import admin_api, chat_settings_api, demo, http_api, syntax, terms_api, uploads
+from holdback.app import admin_api, demo, http_api, models_api, syntax, terms_api, uploads
 from holdback.app.auth import Authenticator
 from holdback.app.limits import RequestLimits, SecurityHeaders
 from holdback.app.pipeline import ChatService
@@ -63,6 +65,7 @@ async def build_runtime(settings: Settings, provider: Provider | None = None) ->
         max_vault_entries=settings.max_vault_entries,
         synchronous=settings.sqlite_synchronous,
     )
+    http: UpstreamClient | None = None
     try:
         for path in settings.sensitive_terms:
             await store.save_term_list(
@@ -72,17 +75,19 @@ async def build_runtime(settings: Settings, provider: Provider | None = None) ->
             await store.save_term_list(
                 f"forbidden:{path.stem}", "forbidden", "forbidden", read_terms(path)
             )
-        await store.close_unfinished()  # replies the last stop cut off (SQLite)
         version = await store.term_lists_version()
         detectors, forbidden = detectors_for(settings, await store.load_term_lists())
-        http: UpstreamClient | None = None
-        if provider is None:
-            if not settings.model.startswith("demo"):
-                # One connection pool for the process: a client per reply would build a TLS
-                # context and open a connection for every reply (providers/transport.py).
-                http = upstream_client(max_keepalive=256)
-            provider = make_provider(
-                settings.model,
+        # One provider per model, the default first; `provider` stands in for the default.
+        models: dict[str, Provider] = {settings.model: provider} if provider is not None else {}
+        to_build = [spec for spec in settings.models if spec not in models]
+        if any(not spec.startswith("demo") for spec in to_build):
+            # One connection pool for the process, shared by every model: a client per reply
+            # would build a TLS context and open a connection for every reply
+            # (providers/transport.py).
+            http = upstream_client(max_keepalive=256)
+        for spec in to_build:
+            models[spec] = make_provider(
+                spec,
                 env=env,
                 demo_chunk_delay=settings.demo_chunk_delay,
                 client=http,
@@ -90,15 +95,18 @@ async def build_runtime(settings: Settings, provider: Provider | None = None) ->
             )
         service = ChatService(
             store,
-            provider,
+            models[settings.model],
             detectors,
             forbidden=forbidden,
             guard_mode=settings.guard_mode,
             guard_window=settings.guard_window,
             phone_region=settings.phone_region,
             rate_limit_per_minute=settings.rate_limit_per_minute,
+            models=models,
         )
     except BaseException:
+        if http is not None:
+            await http.aclose()
         await store.close()
         raise
     return Runtime(
@@ -112,18 +120,28 @@ async def build_runtime(settings: Settings, provider: Provider | None = None) ->
     )
 
 
-def create_app(settings: Settings, provider: Provider | None = None) -> Starlette:
-    """The holdback app. Its lifespan builds the runtime; `provider` overrides `--model`."""
+def create_app(
+    settings: Settings, provider: Provider | None = None, *, runtime: Runtime | None = None
+) -> Starlette:
+    """The holdback app. Its lifespan builds the runtime (or takes `runtime`, built already by
+    `holdback serve`, so that a failure to build it is said before the server starts);
+    `provider` overrides the default model."""
+    prebuilt = runtime
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        runtime = await build_runtime(settings, provider)
+        runtime = prebuilt if prebuilt is not None else await build_runtime(settings, provider)
         app.state.runtime = runtime
         if settings.auth == "password":
             await runtime.auth.passwords.prepare()
         if runtime.terms is not None:
             runtime.terms.start()
-        log.info("holdback is ready (model %s, auth %s)", settings.model, settings.auth)
+        log.info(
+            "holdback is ready (model%s %s, auth %s)",
+            "s" if len(settings.models) > 1 else "",
+            ", ".join(settings.models),
+            settings.auth,
+        )
         try:
             yield
         finally:
@@ -136,9 +154,9 @@ def create_app(settings: Settings, provider: Provider | None = None) -> Starlett
 
     routes = [
         *http_api.routes,
-        *chat_settings_api.routes,
         *admin_api.routes,
         *terms_api.routes,
+        *models_api.routes,
         *uploads.routes,
         WebSocketRoute("/ws", chat_socket),
         *demo.routes,

@@ -5,9 +5,10 @@ database and vault key. Passwords come from standard input (one line) or a promp
 the command line, and are stored as argon2id hashes. A token's text is printed once, by
 `token create`, on stdout alone; nothing else ever prints it (`token list` shows ids).
 
-`serve` checks everything that could stop it from starting before uvicorn runs: a failure is
-one line on stderr, `holdback: error: ...`, and exit status 1 (docs/storage.md), with nothing
-logged before it. Taking a credential away (`user disable`, `token revoke`) works from any
+`serve` does everything that could stop it from starting before uvicorn runs (it binds its
+socket and builds its runtime): a failure is one line on stderr, `holdback: error: ...`, and
+exit status 1 (docs/storage.md), with nothing logged before it and no traceback unless
+`--debug` (`startup.py`). Taking a credential away (`user disable`, `token revoke`) works from any
 process: every running server sees it at the next request, the next WebSocket frame, or
 within `HOLDBACK_WS_RECHECK` seconds on a silent socket, which then ends (`session_ended`).
 """
@@ -20,6 +21,7 @@ import copy
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, TypeVar
@@ -27,10 +29,11 @@ from typing import Any, TypeVar
 import uvicorn
 import uvicorn.logging
 
-from holdback.app import team_commands
+from holdback.app import startup, team_commands
 from holdback.app.application import build_runtime, create_app
 from holdback.app.auth import hash_password
 from holdback.app.http_server import uvicorn_config
+from holdback.app.runtime import Runtime
 from holdback.app.settings import Settings, resolve
 from holdback.errors import ConfigurationError, HoldbackError
 from holdback.providers.logmask import install_url_masking
@@ -44,12 +47,21 @@ T = TypeVar("T")
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
-    serve = subparsers.add_parser("serve", help="run the holdback server")
+    serve = subparsers.add_parser(
+        "serve",
+        help="run the holdback server",
+        description="Run the holdback server. Every flag is also a HOLDBACK_* variable (named "
+        "in its help); a flag beats its variable, a variable beats the default. Further "
+        "bounds are set only by variables: docs/limits.md.",
+    )
     _server_flags(serve)
     serve.set_defaults(handler=run_serve)
 
     demo = subparsers.add_parser(
-        "demo", help="run the server and print the leak demonstration's URL"
+        "demo",
+        help="run the server and print the leak demonstration's URL",
+        description="Run the server as serve does (the same flags and variables) and print the "
+        "URL of the leak demonstration, /demo.",
     )
     _server_flags(demo)
     demo.add_argument("--open", action="store_true", help="also open it in a browser")
@@ -99,40 +111,98 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 
 def _store_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--database-url", help="database URL (HOLDBACK_DATABASE_URL)")
-    parser.add_argument("--data-dir", help="data directory (HOLDBACK_DATA_DIR)")
+    parser.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="the database: sqlite+aiosqlite:///path/to/file.db or "
+        "postgresql+asyncpg://user:password@host:port/database (HOLDBACK_DATABASE_URL; "
+        "default: holdback.db in the data directory)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="the private directory (mode 0700) of the vault key and, by default, the "
+        "database (HOLDBACK_DATA_DIR; default ~/.local/share/holdback)",
+    )
 
 
 def _server_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", help="address to bind (HOLDBACK_HOST, default 127.0.0.1)")
-    parser.add_argument("--port", type=int, help="port (HOLDBACK_PORT, default 8000)")
+    parser.add_argument(
+        "--host",
+        help="the address to listen on (HOLDBACK_HOST; default 127.0.0.1); any address but "
+        "this machine's own needs --auth password",
+    )
+    parser.add_argument(
+        "--port",
+        metavar="PORT",
+        help="the port to listen on, 0 for any free one (HOLDBACK_PORT; default 8000)",
+    )
     parser.add_argument(
         "--model",
-        help="demo | openai:MODEL | openai-responses:MODEL | anthropic:MODEL (HOLDBACK_MODEL)",
+        action="append",
+        metavar="SPEC",
+        help="a model to offer: demo (offline, no LLM), openai:MODEL, openai-responses:MODEL "
+        "or anthropic:MODEL; give it once per model, the first is the default "
+        "(HOLDBACK_MODELS, comma-separated, or HOLDBACK_MODEL for one; default demo). "
+        "Keys and URLs: OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL",
     )
     _store_flags(parser)
-    parser.add_argument("--auth", choices=["none", "password"], help="HOLDBACK_AUTH")
     parser.add_argument(
-        "--sensitive-terms", nargs="+", metavar="FILE", help="HOLDBACK_SENSITIVE_TERMS"
+        "--auth",
+        metavar="{none,password}",
+        help="how users sign in: none (one local user, this machine only) or password "
+        "(accounts made with holdback user add) (HOLDBACK_AUTH; default none on 127.0.0.1, "
+        "else password)",
     )
     parser.add_argument(
-        "--forbidden-terms", nargs="+", metavar="FILE", help="HOLDBACK_FORBIDDEN_TERMS"
+        "--sensitive-terms",
+        nargs="+",
+        metavar="FILE",
+        help="term files, one term a line, to pseudonymize like detected values; a file's "
+        "name is its kind (clients.txt: <CLIENTS_1>); saved to the store "
+        "(HOLDBACK_SENSITIVE_TERMS, separated by commas)",
     )
-    parser.add_argument("--guard-mode", choices=["redact", "block"], help="HOLDBACK_GUARD_MODE")
+    parser.add_argument(
+        "--forbidden-terms",
+        nargs="+",
+        metavar="FILE",
+        help="term files, one term a line, never shown in a reply (HOLDBACK_FORBIDDEN_TERMS, "
+        "separated by commas)",
+    )
+    parser.add_argument(
+        "--guard-mode",
+        metavar="{redact,block}",
+        help="what becomes of a reply that would show a value holdback did not restore (one "
+        "the model made up, or a forbidden term): redact replaces it, block stops the reply "
+        "(HOLDBACK_GUARD_MODE; default redact)",
+    )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=None,
+        help="a start-up error also prints its traceback, and holdback logs at DEBUG "
+        "(HOLDBACK_DEBUG=1)",
+    )
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
-    return resolve(
-        host=args.host,
-        port=args.port,
-        model=args.model,
-        database_url=args.database_url,
-        data_dir=args.data_dir,
-        auth=args.auth,
-        sensitive_terms=args.sensitive_terms,
-        forbidden_terms=args.forbidden_terms,
-        guard_mode=args.guard_mode,
-    )
+    try:
+        return resolve(
+            host=args.host,
+            port=args.port,
+            model=args.model,
+            database_url=args.database_url,
+            data_dir=args.data_dir,
+            auth=args.auth,
+            sensitive_terms=args.sensitive_terms,
+            forbidden_terms=args.forbidden_terms,
+            guard_mode=args.guard_mode,
+            debug=args.debug,
+        )
+    except HoldbackError:
+        if args.debug or os.environ.get("HOLDBACK_DEBUG", "").strip() in ("1", "true", "yes"):
+            traceback.print_exc()
+        raise
 
 
 class _HeldRecords(logging.Handler):
@@ -166,18 +236,6 @@ class _HeldRecords(logging.Handler):
         self.records.clear()
 
 
-async def check_startup(settings: Settings) -> None:
-    """Build the server's runtime once and take it down again: everything that stops a
-    server from starting (the data directory, the key, the database, the term files, the
-    model's settings) raises here, as a `HoldbackError`, before uvicorn runs."""
-    runtime = await build_runtime(settings)
-    try:
-        if runtime.http is not None:
-            await runtime.http.aclose()
-    finally:
-        await runtime.store.close()
-
-
 class _AccessFormatter(uvicorn.logging.AccessFormatter):
     """uvicorn's access lines. A record whose URL was masked (`holdback.providers.logmask`
     folds its arguments into the masked message) is written as that message, not refused."""
@@ -188,10 +246,12 @@ class _AccessFormatter(uvicorn.logging.AccessFormatter):
         return f"{record.levelname}:     {record.getMessage()}"
 
 
-def _configure_logging() -> None:
+def _configure_logging(debug: bool) -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if debug:
+        logging.getLogger("holdback").setLevel(logging.DEBUG)
 
 
 def _uvicorn_logging() -> dict[str, Any]:
@@ -202,35 +262,59 @@ def _uvicorn_logging() -> dict[str, Any]:
 
 def serve(settings: Settings, *, banner: str = "") -> int:
     """Run the server until it is stopped. If it cannot start, say why in one line on stderr
-    (`holdback: error: ...`, naming the file or setting at fault, never a value or a key)
-    and return 1."""
+    (`holdback: error: ...`, naming the file, setting or address at fault, never a value or a
+    key) and return 1 (`startup.py`)."""
     install_url_masking()  # already done by the CLI; here for callers that skip it
 
     async def main() -> int:
+        # Everything that can stop the server happens here, before uvicorn runs: the socket
+        # is bound and the runtime (data directory, key, database, term files, models) built.
         with _HeldRecords() as held:
             try:
-                await check_startup(settings)
+                sockets = startup.bind(settings)
             except HoldbackError as exc:
-                print(f"holdback: error: {exc}", file=sys.stderr, flush=True)
-                return 1
-        _configure_logging()
+                return startup.fail(exc, debug=settings.debug)
+            try:
+                runtime = await build_runtime(settings)
+            except Exception as exc:
+                for sock in sockets:
+                    sock.close()
+                return startup.fail(exc, debug=settings.debug)
+        for line in startup.key_warnings(settings):
+            print(line, file=sys.stderr, flush=True)
+        _configure_logging(settings.debug)
         held.replay()
-        app = create_app(settings)
-        config = uvicorn_config(app, settings, log_level="info", log_config=_uvicorn_logging())
-        server = uvicorn.Server(config)
-        task = asyncio.create_task(server.serve())
-        while not server.started and not task.done():  # noqa: ASYNC110 (uvicorn has no event)
-            await asyncio.sleep(0.05)
-        if server.started:
-            host = settings.host if ":" not in settings.host else f"[{settings.host}]"
-            port = (
-                server.servers[0].sockets[0].getsockname()[1] if server.servers else settings.port
-            )
-            print(f"holdback is serving on http://{host}:{port}/{banner}", flush=True)
-        await task
+        app = create_app(settings, runtime=runtime)
+        try:
+            config = uvicorn_config(app, settings, log_level="info", log_config=_uvicorn_logging())
+            server = uvicorn.Server(config)
+            task = asyncio.create_task(server.serve(sockets=sockets))
+            while not server.started and not task.done():  # noqa: ASYNC110 (uvicorn has no event)
+                await asyncio.sleep(0.05)
+            if server.started:
+                url = startup.listening_url(settings, sockets)
+                print(startup.banner(settings, url, banner), flush=True)
+            await task
+        except SystemExit:  # uvicorn's way to say its start-up failed (it logged why)
+            return 1
+        except Exception as exc:
+            return startup.fail(exc, debug=settings.debug)
+        finally:
+            for sock in sockets:
+                sock.close()
+            if getattr(app.state, "runtime", None) is None:  # the lifespan never took it over
+                await _close(runtime)
         return 0 if server.started else 1
 
     return asyncio.run(main())
+
+
+async def _close(runtime: Runtime) -> None:
+    try:
+        if runtime.http is not None:
+            await runtime.http.aclose()
+    finally:
+        await runtime.store.close()
 
 
 def run_serve(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from holdback.detect.validators import phone_region_known
 from holdback.errors import ConfigurationError
 from holdback.providers.limits import UpstreamLimits
+from holdback.providers.registry import DEFAULT_SPEC, parse_spec
 from holdback.store.engine import SYNCHRONOUS
 from holdback.stream.guard import DEFAULT_WINDOW, GuardMode
 
@@ -26,7 +27,8 @@ AuthMode = Literal["none", "password"]
 class Settings:
     host: str = "127.0.0.1"
     port: int = 8000
-    model: str = "demo"
+    model: str = "demo"  # the default model: the first of `models`
+    models: tuple[str, ...] = ("demo",)  # every model a conversation may use, the default first
     database_url: str | None = None
     data_dir: Path | None = None
     auth: AuthMode = "none"
@@ -70,7 +72,16 @@ class Settings:
     # a power loss too.
     sqlite_synchronous: str = "normal"
     upstream_limits: UpstreamLimits = field(default_factory=UpstreamLimits)
+    debug: bool = False  # a start-up error also prints its traceback
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ), repr=False)
+
+    def __post_init__(self) -> None:
+        # `model` is the default and comes first in `models`, however Settings was made
+        # (`Settings(model=...)` alone means that one model).
+        if not self.models or self.models[0] != self.model:
+            rest = () if self.models == ("demo",) else self.models
+            models = (self.model, *(m for m in rest if m != self.model))
+            object.__setattr__(self, "models", models)
 
     @property
     def is_loopback(self) -> bool:
@@ -152,17 +163,44 @@ def _seconds(value: str, name: str, low: float, high: float) -> float:
     return number
 
 
+def _models(flags: str | Sequence[str] | None, env: Mapping[str, str]) -> tuple[str, ...]:
+    """The models, the default first: every `--model` given, else `HOLDBACK_MODELS` (separated
+    by commas), else `HOLDBACK_MODEL`, else the offline demo. Each is a provider spec
+    (`providers/registry.parse_spec`), named as it parses; a model named twice counts once."""
+    if isinstance(flags, str):
+        flags = [flags]
+    given = [f.strip() for f in flags or () if f.strip()]
+    source = "--model"
+    if not given:
+        source = "HOLDBACK_MODELS"
+        given = list(_split(env.get("HOLDBACK_MODELS", "")))
+    if not given:
+        source = "HOLDBACK_MODEL"
+        single = env.get("HOLDBACK_MODEL", "").strip()
+        given = [single] if single else []
+    models: list[str] = []
+    for spec in given or [DEFAULT_SPEC]:
+        try:
+            name = str(parse_spec(spec))
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"{source}: {exc}") from None
+        if name not in models:
+            models.append(name)
+    return tuple(models)
+
+
 def resolve(
     *,
     host: str | None = None,
-    port: int | None = None,
-    model: str | None = None,
+    port: int | str | None = None,
+    model: str | Sequence[str] | None = None,
     database_url: str | None = None,
     data_dir: str | None = None,
     auth: str | None = None,
     sensitive_terms: Sequence[str] | None = None,
     forbidden_terms: Sequence[str] | None = None,
     guard_mode: str | None = None,
+    debug: bool | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Settings:
     """Settings from flags (None when not given) and the environment."""
@@ -203,10 +241,12 @@ def resolve(
     )
     data = pick(data_dir, "HOLDBACK_DATA_DIR")
     phone_regions = _phone_regions(env)
+    models = _models(model, env)
     return Settings(
         host=host_value,
         port=port_value,
-        model=pick(model, "HOLDBACK_MODEL") or "demo",
+        model=models[0],
+        models=models,
         database_url=pick(database_url, "HOLDBACK_DATABASE_URL"),
         data_dir=Path(data).expanduser() if data else None,
         auth=auth_value,  # type: ignore[arg-type]
@@ -250,6 +290,7 @@ def resolve(
         shutdown_grace=_float(env.get("HOLDBACK_SHUTDOWN_GRACE", "10"), "HOLDBACK_SHUTDOWN_GRACE"),
         sqlite_synchronous=_synchronous(env),
         **_limits(env),
+        debug=bool(debug) or _flag(env.get("HOLDBACK_DEBUG", ""), "HOLDBACK_DEBUG"),
         env=env,
     )
 

@@ -23,11 +23,18 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# `make run PORT=8001`. `make demo` (the leak demonstration) has its own port and data
+# directory, so it runs beside `make run`: `make demo DEMO_PORT=8002 DEMO_DATA_DIR=/tmp/x`.
+PORT ?= $(or $(HOLDBACK_PORT),8000)
+MODEL ?= demo
+DEMO_PORT ?= 8001
+DEMO_DATA_DIR ?= $(or $(XDG_DATA_HOME),$(HOME)/.local/share)/holdback-demo
+
 run: $(STAMP)
-	$(BIN)/holdback serve --model demo
+	$(BIN)/holdback serve --model $(MODEL) --port $(PORT)
 
 demo: $(STAMP)
-	$(BIN)/holdback demo
+	$(BIN)/holdback demo --model demo --port $(DEMO_PORT) --data-dir $(DEMO_DATA_DIR)
 
 # Chromium (browser tests) and PostgreSQL (persistence tests) come from Debian's packages.
 sysdeps:

@@ -374,3 +374,37 @@ def test_another_user_can_neither_see_nor_branch(
         return len(await store.list_messages(chat))
 
     assert store_op(accounts.data_dir, count) == 2
+
+
+def test_a_message_carries_its_documents_tokenized(
+    tmp_path: Path, client: TestClient, upstream: EchoUpstream
+) -> None:
+    uploaded = client.post(
+        "/api/uploads", files={"file": ("notes.txt", f"Call {PHONE} or {EMAIL}.".encode())}
+    )
+    assert uploaded.status_code == 201
+    upload_id = uploaded.json()["id"]
+    with client.websocket_connect("/ws") as ws:
+        send(ws, {"type": "user_message", "conversation_id": None, "text": "",
+                  "attachments": [upload_id]})  # fmt: skip
+        accepted = recv(ws)
+        until_done(ws)
+        send(ws, {"type": "user_message", "conversation_id": None, "text": "again",
+                  "attachments": [upload_id]})  # fmt: skip
+        again = recv(ws)
+        send(ws, {"type": "user_message", "conversation_id": None, "text": " "})
+        blank = recv(ws)
+    assert accepted["type"] == "message_accepted"
+    assert (again["type"], again["code"]) == ("error", "unknown_attachment")  # used once
+    assert (blank["type"], blank["code"]) == ("error", "bad_frame")
+    sent = sent_messages(upstream)[-1]["content"]
+    assert "<PHONE_1>" in sent
+    assert "<EMAIL_1>" in sent
+    assert "notes.txt" in sent
+    assert PHONE not in upstream.bodies()
+    assert EMAIL not in upstream.bodies()
+    body = wait_stored(client, accepted["conversation_id"])
+    user = body["messages"][0]
+    assert [a["id"] for a in user["attachments"]] == [upload_id]
+    assert PHONE in user["text"]  # the owner reads the document back restored
+    assert PHONE.encode() not in db_bytes(tmp_path)

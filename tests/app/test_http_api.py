@@ -133,6 +133,7 @@ def test_owner_view_and_model_view(client: TestClient) -> None:
         "parent_id",
         "model",
         "ended_by",
+        "attachments",
     }
     assert (user["parent_id"], assistant["parent_id"]) == (None, user["id"])
     assert owner["current_path"] == [user["id"], assistant["id"]]

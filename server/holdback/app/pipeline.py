@@ -134,6 +134,7 @@ class Ask:
     parent: str | None = AFTER_LEAF
     model: str | None = None
     continues: bool = False
+    meta: Mapping[str, object] | None = None  # stored with the user message, besides "masked"
 
 
 class RateLimiter:
@@ -213,21 +214,30 @@ class ChatService:
         *,
         parent: str | None = AFTER_LEAF,
         model: str | None = None,
+        meta: Mapping[str, object] | None = None,
     ) -> Reply:
         """Accept a user message and start its reply; returns once the reply is under way.
-        The message follows `parent` (default: the branch shown)."""
-        return await self._ask(user_id, conversation_id, Ask(text, parent, model), emit)
+        The message follows `parent` (default: the branch shown); `meta` is stored with it
+        (its attachments: `uploads.attachments_meta`)."""
+        ask = Ask(text, parent, model, meta=meta)
+        return await self._ask(user_id, conversation_id, ask, emit)
 
     async def edit(
-        self, user_id: str, message_id: str, text: str, emit: Emit, *, model: str | None = None
+        self,
+        user_id: str,
+        message_id: str,
+        text: str,
+        emit: Emit,
+        *,
+        model: str | None = None,
+        meta: Mapping[str, object] | None = None,
     ) -> Reply:
         """A sibling of the user's message `message_id`, with `text`, and its reply."""
         message = await self._message(user_id, message_id)
         if message.role != "user":
             raise NotEditableError
-        return await self._ask(
-            user_id, message.conversation_id, Ask(text, message.parent_id, model), emit
-        )
+        ask = Ask(text, message.parent_id, model, meta=meta)
+        return await self._ask(user_id, message.conversation_id, ask, emit)
 
     async def regenerate(
         self, user_id: str, message_id: str, emit: Emit, *, model: str | None = None
@@ -330,7 +340,7 @@ class ChatService:
             turn = await self.store.begin_reply(
                 conversation_id,
                 masked_text,
-                meta={"masked": spans},
+                meta={**(ask.meta or {}), "masked": spans},
                 title=title,
                 owner_id=owner_id,
                 masked=Counter(m.kind for m in masked),

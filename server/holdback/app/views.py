@@ -145,6 +145,13 @@ def _finish_reason(message: Message) -> str | None:
     return finish_reason(message.finish_reason)
 
 
+def _attachments(message: Message) -> list[Any]:
+    """What a user message records of its documents (`uploads.attachments_meta`: ids, sizes,
+    the block fence; the names and texts are in its text, `uploads.split_composed`)."""
+    found = message.meta.get("attachments")
+    return found if isinstance(found, list) else []
+
+
 def _ended_by(message: Message) -> str | None:
     """Who stopped a reply early (`reply.frames.ENDED_BY`), from its meta; None otherwise."""
     ended = message.meta.get("ended_by")
@@ -232,6 +239,7 @@ def restore_message(
         "parent_id": message.parent_id,
         "model": message.model,
         "ended_by": _ended_by(message),
+        "attachments": _attachments(message),
     }
 
 
@@ -251,6 +259,7 @@ def model_view(message: Message) -> dict[str, Any]:
         "parent_id": message.parent_id,
         "model": message.model,
         "ended_by": _ended_by(message),
+        "attachments": _attachments(message),
     }
     system = message.meta.get("system")
     if isinstance(system, str) and system:

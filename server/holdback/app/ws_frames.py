@@ -21,6 +21,7 @@ import orjson
 
 from holdback.app.pipeline import AFTER_LEAF, ChatService, Reply
 from holdback.app.sender import Frame, Sender
+from holdback.app.uploads import attachments_meta, compose, forget_attachments, take_attachments
 from holdback.errors import HoldbackError
 from holdback.reply.frames import ErrorFrame
 
@@ -45,6 +46,14 @@ def _text(value: Any) -> bool:
     return isinstance(value, str) and bool(value.strip()) and "\x00" not in value
 
 
+def _any_text(value: Any) -> bool:
+    return isinstance(value, str) and "\x00" not in value
+
+
+def _ids(value: Any) -> bool:
+    return isinstance(value, list) and len(value) <= 64 and all(_id(v) for v in value)
+
+
 def _seq(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 31
 
@@ -58,6 +67,8 @@ _WHAT: dict[_Check, str] = {
     _id: "an id (a string)",
     _optional_id: "a string or null",
     _text: "a non-empty string without NUL characters",
+    _any_text: "a string without NUL characters (it may be empty with attachments)",
+    _ids: "a list of upload ids (POST /api/uploads)",
     _seq: "a non-negative integer",
     _model: "a model id (GET /api/models)",
 }
@@ -67,11 +78,17 @@ _WHAT: dict[_Check, str] = {
 FRAMES: dict[str, dict[str, tuple[bool, _Check]]] = {
     "user_message": {
         "conversation_id": (True, _optional_id),
-        "text": (True, _text),
+        "text": (True, _any_text),
         "model": (False, _model),
         "parent_id": (False, _optional_id),
+        "attachments": (False, _ids),
     },
-    "edit": {"message_id": (True, _id), "text": (True, _text), "model": (False, _model)},
+    "edit": {
+        "message_id": (True, _id),
+        "text": (True, _any_text),
+        "model": (False, _model),
+        "attachments": (False, _ids),
+    },
     "regenerate": {"message_id": (True, _id), "model": (False, _model)},
     "continue": {"message_id": (True, _id)},
     "cancel": {"conversation_id": (True, _id)},
@@ -119,6 +136,8 @@ def parse(text: str) -> tuple[dict[str, Any] | None, Frame | None]:
             continue
         if not check(frame[name]):
             return None, error_frame("bad_frame", f"'{name}' must be {_WHAT[check]}", **about)
+    if "text" in fields and not _text(frame["text"]) and not frame.get("attachments"):
+        return None, error_frame("bad_frame", f"'text' must be {_WHAT[_text]}", **about)
     return frame, None
 
 
@@ -129,19 +148,33 @@ async def route(
     kind = frame["type"]
     conversation_id = frame.get("conversation_id")
     try:
-        if kind == "user_message":
-            return await service.submit(
-                user_id,
-                conversation_id,
-                frame["text"],
-                sender.send,
-                parent=frame.get("parent_id", AFTER_LEAF),
-                model=frame.get("model"),
-            )
-        if kind == "edit":
-            return await service.edit(
-                user_id, frame["message_id"], frame["text"], sender.send, model=frame.get("model")
-            )
+        if kind in ("user_message", "edit"):
+            ids = frame.get("attachments") or []
+            documents = await take_attachments(service.store, user_id, ids)
+            text = compose(frame["text"], documents)
+            meta = {"attachments": attachments_meta(documents)} if documents else None
+            if kind == "edit":
+                reply = await service.edit(
+                    user_id,
+                    frame["message_id"],
+                    text,
+                    sender.send,
+                    model=frame.get("model"),
+                    meta=meta,
+                )
+            else:
+                reply = await service.submit(
+                    user_id,
+                    conversation_id,
+                    text,
+                    sender.send,
+                    parent=frame.get("parent_id", AFTER_LEAF),
+                    model=frame.get("model"),
+                    meta=meta,
+                )
+            if documents:  # the message is stored: its text is their only copy now
+                await forget_attachments(service.store, user_id, ids)
+            return reply
         if kind == "regenerate":
             return await service.regenerate(
                 user_id, frame["message_id"], sender.send, model=frame.get("model")

@@ -147,3 +147,54 @@ def test_the_frame_matrix(
     stored = client.get(f"/api/conversations/{chat}", headers=headers["owner"]).json()
     texts = [m.get("text") for m in stored["messages"] if m["role"] == "user"]
     assert (f"{row} writes" in texts) == ("user_message" in allowed)
+
+
+# The frames that act on one message of the conversation: who may branch it, and who may
+# resume its reply. A refused frame reads exactly as for a message that does not exist.
+MESSAGE_ALLOWED = {
+    "owner": {"edit", "regenerate", "continue", "resume"},
+    "read": {"resume"},
+    "write": {"edit", "regenerate", "continue", "resume"},
+    "member": set(),
+    "admin": set(),
+}
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if r in MESSAGE_ALLOWED])
+def test_the_message_frame_matrix(
+    world: tuple[TestClient, dict[str, dict[str, str]], str], row: str
+) -> None:
+    client, headers, chat = world
+    stored = client.get(f"/api/conversations/{chat}", headers=headers["owner"]).json()
+    user_id, reply_id = stored["current_path"][-2:]
+    allowed = MESSAGE_ALLOWED[row]
+    with client.websocket_connect("/ws", headers=headers[row]) as ws:
+        send(ws, {"type": "resume", "conversation_id": chat, "message_id": reply_id,
+                  "after_seq": 0})  # fmt: skip
+        first = recv(ws)
+        if "resume" in allowed:
+            assert first["type"] == "assistant_start"
+            assert frames_until_settled(ws, first)[-1]["type"] == "assistant_done"
+        else:
+            assert (first["type"], first["code"]) == ("error", "not_found")
+        send(ws, {"type": "continue", "message_id": reply_id})
+        answer = recv(ws)  # the reply was not cut by its length: not_editable for those allowed
+        expected = "not_editable" if "continue" in allowed else "message_not_found"
+        assert (answer["type"], answer["code"]) == ("error", expected)
+        send(ws, {"type": "regenerate", "message_id": reply_id})
+        answer = frames_until_settled(ws, recv(ws))
+        if "regenerate" in allowed:
+            assert answer[0]["type"] == "assistant_start"
+            assert answer[-1]["type"] == "assistant_done"
+        else:
+            assert [(f["type"], f["code"]) for f in answer] == [("error", "message_not_found")]
+        send(ws, {"type": "edit", "message_id": user_id, "text": f"{row} edits"})
+        answer = frames_until_settled(ws, recv(ws))
+        if "edit" in allowed:
+            assert answer[0]["type"] == "message_accepted"
+            assert answer[-1]["type"] == "assistant_done"
+        else:
+            assert [(f["type"], f["code"]) for f in answer] == [("error", "message_not_found")]
+    after = client.get(f"/api/conversations/{chat}", headers=headers["owner"]).json()
+    added = len(after["messages"]) - len(stored["messages"])
+    assert added == (3 if "edit" in allowed else 0)  # a regenerated reply, an edit and its reply

@@ -98,6 +98,11 @@ def _fresh_shared(w: World) -> tuple[str, str, Any]:
     return "DELETE", f"/api/conversations/{made['id']}", None
 
 
+def _last_message(w: World) -> tuple[str, str, Any]:
+    body = w.call("owner", "GET", f"/api/conversations/{w.cid}").json()
+    return "PATCH", f"/api/conversations/{w.cid}", {"current_leaf": body["current_path"][-1]}
+
+
 def _a_share(w: World) -> tuple[str, str, Any]:
     made = share(w.client, w.team, w.cid, group="spare", access="read")
     return "DELETE", f"/api/conversations/{w.cid}/shares/{made['id']}", None
@@ -161,6 +166,20 @@ CASES: dict[str, tuple[Prepare, dict[str, int]]] = {
     "rename conversation": (
         _conversation("PATCH", body={"title": "renamed"}),
         owner_only(200),
+    ),
+    "set system prompt": (
+        _conversation("PATCH", body={"system_prompt": "Be brief."}),
+        owner_only(200),
+    ),
+    "choose model": (_conversation("PATCH", body={"model": None}), owner_only(200)),
+    "choose branch": (_last_message, owner_only(200)),
+    "get instructions": (
+        _fixed("GET", "/api/me/instructions"),
+        {**NO_ONE, **dict.fromkeys(("member", "reader", "writer", "admin", "owner"), 200)},
+    ),
+    "set instructions": (
+        _fixed("PUT", "/api/me/instructions", {"text": "Answer in French."}),
+        {**NO_ONE, **dict.fromkeys(("member", "reader", "writer", "admin", "owner"), 200)},
     ),
     "delete conversation": (_fresh_shared, owner_only(204)),
     "share": (

@@ -270,8 +270,9 @@ def _watch_line(r: dict[str, Any]) -> str:
 
 def watch(kinds: list[str], args: argparse.Namespace, settings: driver.Settings) -> list[Any]:
     """The watchers workload, for each holdback in the run, this checkout's and each `--base`
-    (a relay cannot watch a reply). The team is made by this checkout's store, so a revision
-    from before the team schema (issue 17) fails its setup and is left out, with a line."""
+    (a relay cannot watch a reply). The team is made by the measured revision's own store, so
+    a revision from before the team schema (issue 17) fails its setup and is left out, with a
+    line."""
     results: list[dict[str, Any]] = []
     measured = [k for k in kinds if k in driver.HOLDBACKS or k.startswith(driver.BASE_PREFIX)]
     if not measured:

@@ -378,7 +378,12 @@ def measure_watchers(
     viewers = max(ks)
     argv = [sys.executable, "-m", "server.watchers", "setup", "--data-dir", str(data_dir)]
     argv += ["--viewers", str(viewers), "--out", str(tokens)]
-    setup = procs.Child(f"setup-{tag}", argv, settings.work)
+    # The team is made by the store of the holdback measured, so its schema is that one's.
+    setup_env = None
+    if kind.startswith(BASE_PREFIX):
+        tree = settings.bases[kind.removeprefix(BASE_PREFIX)]
+        setup_env = {"PYTHONPATH": f"{tree / 'server'}:{procs.BENCH_DIR}"}
+    setup = procs.Child(f"setup-{tag}", argv, settings.work, env=setup_env)
     try:
         if setup.wait(timeout=120) != 0:
             raise procs.ProcessFailedError(f"the team was not made:\n{setup.tail()}")

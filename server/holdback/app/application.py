@@ -25,7 +25,16 @@ from starlette.routing import Mount, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from holdback.app import admin_api, demo, http_api, models_api, syntax, terms_api, uploads
+from holdback.app import (
+    admin_api,
+    demo,
+    http_api,
+    models_api,
+    search_api,
+    syntax,
+    terms_api,
+    uploads,
+)
 from holdback.app.auth import Authenticator
 from holdback.app.limits import RequestLimits, SecurityHeaders
 from holdback.app.pipeline import ChatService
@@ -157,6 +166,7 @@ def create_app(
         *admin_api.routes,
         *terms_api.routes,
         *models_api.routes,
+        *search_api.routes,
         *uploads.routes,
         WebSocketRoute("/ws", chat_socket),
         *demo.routes,

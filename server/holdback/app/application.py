@@ -28,6 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from holdback.app import (
     admin_api,
     demo,
+    export_api,
     http_api,
     models_api,
     search_api,
@@ -167,6 +168,7 @@ def create_app(
         *terms_api.routes,
         *models_api.routes,
         *search_api.routes,
+        *export_api.routes,
         *uploads.routes,
         WebSocketRoute("/ws", chat_socket),
         *demo.routes,

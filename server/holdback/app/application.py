@@ -27,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from holdback.app import (
     admin_api,
+    chat_settings_api,
     demo,
     export_api,
     http_api,
@@ -85,6 +86,7 @@ async def build_runtime(settings: Settings, provider: Provider | None = None) ->
             await store.save_term_list(
                 f"forbidden:{path.stem}", "forbidden", "forbidden", read_terms(path)
             )
+        await store.close_unfinished()  # replies the last stop cut off (SQLite)
         version = await store.term_lists_version()
         detectors, forbidden = detectors_for(settings, await store.load_term_lists())
         # One provider per model, the default first; `provider` stands in for the default.
@@ -164,6 +166,7 @@ def create_app(
 
     routes = [
         *http_api.routes,
+        *chat_settings_api.routes,
         *admin_api.routes,
         *terms_api.routes,
         *models_api.routes,

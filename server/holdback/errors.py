@@ -33,6 +33,10 @@ WIRE_ERRORS: dict[str, str] = {
     "upstream_too_large": "the model provider's reply exceeded this server's size limits",
     "blocked": "the reply was stopped: it contained text that may not be shown",
     "filter_failed": "the reply was stopped: a safety filter failed",
+    # Policy moderation (`holdback.moderation`, docs/moderation.md).
+    "moderation_blocked": "the reply was stopped: the policy check did not allow it",
+    "moderation_failed": "the reply was stopped: the policy check failed or did not answer "
+    "in time, so nothing unchecked was shown",
     "storage_failed": "the database could not store this; nothing was lost that was accepted",
     "vault_full": "this conversation holds as many protected values as this server allows; "
     "the message was not accepted: start a new conversation",

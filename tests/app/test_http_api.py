@@ -134,6 +134,7 @@ def test_owner_view_and_model_view(client: TestClient) -> None:
         "model",
         "ended_by",
         "attachments",
+        "moderation_category",
     }
     assert (user["parent_id"], assistant["parent_id"]) == (None, user["id"])
     assert owner["current_path"] == [user["id"], assistant["id"]]

@@ -41,6 +41,8 @@ from holdback.app.viewers import TooManyViewsError
 from holdback.app.watching import Watcher, Watchers, connection_of, policy_for
 from holdback.detect import DetectorSet, TermMatcher
 from holdback.errors import HoldbackError, wire_message
+from holdback.moderation.base import Moderator
+from holdback.moderation.windows import DEFAULT_BOUND, Windows
 from holdback.providers.base import ChatMessage, ChatRequest, Provider
 from holdback.pseudonymize import Analysis, Masked, Pseudonymizer, restore_in_order, spellings
 from holdback.reply.frames import MaskedSpan, MessageAccepted
@@ -119,6 +121,16 @@ class NotResumableError(ChatError):
     code = "not_resumable"
 
 
+class InputModeratedError(ChatError):
+    """`--moderate-input`: the moderator did not allow the user's message (tokenized)."""
+
+    code = "moderation_blocked"
+
+    def __init__(self, category: str | None) -> None:
+        super().__init__()
+        self.category = category
+
+
 class UnknownModelError(ChatError):
     """A model id this server does not serve."""
 
@@ -190,6 +202,10 @@ class ChatService:
         self._rules_cache: tuple[float, Rules] | None = None
         self.offload_chars = offload_chars
         self.off_loop = OffLoop(offload_workers)
+        # Policy moderation (`holdback.moderation`): None is off.
+        self.moderation: Moderator | None = None
+        self.moderation_window = DEFAULT_BOUND
+        self.moderate_input = False
 
     def use_terms(self, detectors: DetectorSet, forbidden: TermMatcher | None) -> None:
         """The detectors and forbidden terms for every message from now on; a reply under way
@@ -316,6 +332,7 @@ class ChatService:
                 masked_text, masked, created = await self._pseudonymize(
                     conversation_id, ask.text, vault, create_for=creating
                 )
+                await self._moderate_input(conversation_id, masked_text)
                 # What the user typed where the vault spells a value otherwise: sealed with
                 # the message, so it reads back as typed.
                 typed = spellings(masked, vault)
@@ -396,6 +413,34 @@ class ChatService:
         if conversation is not None and conversation.system_prompt:
             parts.append(conversation.system_prompt)
         return "\n\n".join(parts), created
+
+    async def _moderate_input(self, conversation_id: str, masked_text: str) -> None:
+        """With `moderate_input`, the user's message goes to the moderator first, tokenized,
+        window by window; anything but `allow` refuses it (nothing is stored), and a failure
+        refuses it too."""
+        moderator = self.moderation
+        if moderator is None or not self.moderate_input:
+            return
+        windows = Windows(self.moderation_window)
+        texts = [*windows.feed(masked_text), windows.flush()]
+        verdicts = await asyncio.gather(
+            *(moderator.check(t, "content", conversation_id) for t in texts if t)
+        )
+        for verdict in verdicts:
+            if verdict.action != "allow":
+                raise InputModeratedError(self._shown_category(verdict.category))
+
+    def _shown_category(self, category: str | None) -> str | None:
+        """A moderator's category, if the guard finds nothing in it (else none is shown)."""
+        if category is None:
+            return None
+        screen = self._filter(
+            TokenIndex({}), Vault(), "plain", False, (self.detectors, self.forbidden)
+        )
+        try:
+            return category if screen.feed(category) + screen.flush() == category else None
+        except HoldbackError:
+            return None
 
     async def instructions_of(self, user_id: str) -> str:
         """A user's custom instructions, read at most once every `INSTRUCTIONS_TTL` seconds

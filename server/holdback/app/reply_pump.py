@@ -25,9 +25,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from holdback.app.moderated_views import ModeratedViews
 from holdback.app.viewers import Views, view_vault
-from holdback.errors import describe
+from holdback.errors import HoldbackError, describe
+from holdback.moderation.base import ModerationFailedError, Moderator
+from holdback.moderation.gate import Check, ModerationGate
 from holdback.providers.base import ChatRequest, Provider
+from holdback.reply import Outcome
 from holdback.reveal import LITERAL, OWNER, Level, RevealPolicy
 from holdback.stream import ReplyFilter
 from holdback.stream.guard import FORBIDDEN
@@ -54,7 +58,7 @@ class Reply:
     conversation_id: str
     message_id: str = ""
     task: asyncio.Task[None] | None = None
-    views: Views | None = None
+    views: Views | ModeratedViews | None = None
     # Connections that asked to watch before the reply's views existed.
     waiting: list[tuple[Emit, RevealPolicy, int]] = field(default_factory=list)
     # Who was shown the reply, under which policy: their reveals are audited with it.
@@ -121,12 +125,30 @@ class ReplyPump:
                 made = indexes[policy] = (policy.index(entries), view_vault(vault, policy))
             return service._filter(made[0], made[1], projection, json_values, terms)
 
-        self.views = Views(
-            reply.conversation_id,
-            reply.message_id,
-            make_filter,
-            call_prefix=f"call_{secrets.token_hex(4)}",
-        )
+        self.moderator = service.moderation
+        self._calls: set[asyncio.Task[None]] = set()
+        prefix = f"call_{secrets.token_hex(4)}"
+        self.views: Views | ModeratedViews
+        if self.moderator is None:
+            self.views = Views(reply.conversation_id, reply.message_id, make_filter,
+                               call_prefix=prefix)  # fmt: skip
+        else:
+
+            def index_for(policy: RevealPolicy) -> TokenIndex:
+                return indexes[OWNER][0] if policy == OWNER else policy.index(entries)
+
+            def shown(category: str) -> bool:  # the guard finds nothing in a category
+                screen = make_filter(OWNER, "plain", False)
+                try:
+                    return screen.feed(category) + screen.flush() == category
+                except HoldbackError:
+                    return False
+
+            bound = service.moderation_window
+            gate = ModerationGate(reply.conversation_id, reply.message_id, bound=bound,
+                                  screen_category=shown)  # fmt: skip
+            self.views = ModeratedViews(reply.conversation_id, reply.message_id, make_filter,
+                                        index_for, gate, call_prefix=prefix)  # fmt: skip
         reply.views = self.views
         for emit, policy, after_seq in reply.waiting:
             self.views.attach(emit, policy, after_seq)
@@ -134,6 +156,16 @@ class ReplyPump:
         self.checkpoint = service.store.reply_checkpoints(
             reply.conversation_id, reply.message_id, self._storable
         )
+
+    def _meta(self, outcome: Outcome) -> dict[str, object] | None:
+        """The placeholder's meta and how the reply ended early, if it did: who stopped it,
+        and the category of a moderation block (so a reload still says why)."""
+        extra: dict[str, object] = {}
+        if outcome.ended_by is not None:
+            extra["ended_by"] = outcome.ended_by
+        if isinstance(self.views, ModeratedViews) and self.views.gate.blocked is not None:
+            extra["moderation_category"] = self.views.gate.blocked
+        return {**self.reply.meta, **extra} if extra else None
 
     def _storable(self) -> tuple[str, dict[str, str]]:
         outcome = self.views.outcome()
@@ -155,21 +187,62 @@ class ReplyPump:
             try:
                 async for event in events:
                     self.checkpoint.released(self.views.receive(event))
+                    self._moderate()
                     if self.views.ended:
                         break
             finally:
                 aclose = getattr(events, "aclose", None)
                 if aclose is not None:
                     await aclose()
+            self.views.interrupt()  # the stream ended without a terminal event
+            await self._verdicts()
         except asyncio.CancelledError:
             self.views.interrupt("user" if self.reply.stopped else "server")
+            self._abandon()
             await self.finish()
             raise
         except Exception as exc:
             log.error("reply %s failed: %s", self.reply.message_id, describe(exc))
             self.views.fail("internal")
-        self.views.interrupt()  # the stream ended without a terminal event
+            self._abandon()
         await self.finish()
+
+    # -- moderation: each window's verdict asked as soon as it is whole, in parallel ------
+
+    def _moderate(self) -> None:
+        views = self.views
+        if not isinstance(views, ModeratedViews) or self.moderator is None:
+            return
+        for check in views.checks():
+            task = asyncio.create_task(self._verdict(self.moderator, views, check))
+            self._calls.add(task)
+            task.add_done_callback(self._calls.discard)
+
+    async def _verdict(self, moderator: Moderator, views: ModeratedViews, check: Check) -> None:
+        try:
+            verdict = await moderator.check(check.text, check.channel, self.reply.conversation_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # fail closed: nothing unverified follows
+            if not isinstance(exc, ModerationFailedError):
+                log.error("moderation of reply %s failed: %s", self.reply.message_id,
+                          describe(exc))  # fmt: skip
+            views.moderation_failed()
+            return
+        self.checkpoint.released(views.decide(check.id, verdict))
+
+    async def _verdicts(self) -> None:
+        """Wait until every window asked about has its verdict (or the moderation failed)."""
+        self._moderate()
+        while self._calls:
+            await asyncio.wait(set(self._calls))
+            self._moderate()
+
+    def _abandon(self) -> None:
+        for task in self._calls:
+            task.cancel()
+        if isinstance(self.views, ModeratedViews):
+            self.views.abandon()
 
     async def finish(self) -> None:
         """Store the outcome, then send the closing frames: the write runs to its end even if
@@ -190,9 +263,7 @@ class ReplyPump:
                 blocked=outcome.blocked,
                 checkpointed=self.checkpoint.tried,
                 reveals=self.reveals([outcome.text, *outcome.parts.values()]),
-                meta={**self.reply.meta, "ended_by": outcome.ended_by}
-                if outcome.ended_by is not None
-                else None,
+                meta=self._meta(outcome),
             )
 
         stored = store()

@@ -55,7 +55,7 @@ class TooManyViewsError(RuntimeError):
 class View:
     """One policy's machine, what it has sent so far, and the connections it sends to."""
 
-    def __init__(self, policy: RevealPolicy, machine: ReplyMachine) -> None:
+    def __init__(self, policy: RevealPolicy, machine: ReplyMachine | None) -> None:
         self.policy = policy
         self.machine = machine
         self.sent: list[WireFrame] = []
@@ -105,7 +105,7 @@ class Views:
 
     @property
     def ended(self) -> bool:
-        return self.storage.machine.ended
+        return self._machine(self.storage).ended
 
     @property
     def policies(self) -> list[RevealPolicy]:
@@ -157,7 +157,7 @@ class Views:
         self._events.append(event)
         released = 0
         for view in list(self._views.values()):
-            sent = view.send(view.machine.receive(event))
+            sent = view.send(self._machine(view).receive(event))
             if view is self.storage:
                 released = sent
         if self.ended:
@@ -174,12 +174,17 @@ class Views:
         self._end("done", stored)
 
     def outcome(self) -> Outcome:
-        return self.storage.machine.outcome()
+        return self._machine(self.storage).outcome()
 
     def _end(self, step: str, argument: object) -> None:
         self._closing.append((step, argument))
         for view in list(self._views.values()):
-            view.send(self._close(view.machine, step, argument))
+            view.send(self._close(self._machine(view), step, argument))
+
+    @staticmethod
+    def _machine(view: View) -> ReplyMachine:
+        assert view.machine is not None  # every view of an unmoderated reply has one
+        return view.machine
 
     @staticmethod
     def _close(machine: ReplyMachine, step: str, argument: object) -> list[Frame]:

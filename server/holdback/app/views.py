@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from holdback.app.pipeline import make_title
+from holdback.moderation.base import CATEGORY_RE
 from holdback.pseudonymize import restore_as_typed, restore_in_order
 from holdback.reply.frames import ENDED_BY, REPLACED_TOOL_NAME, TOOL_NAME, finish_reason
 from holdback.reveal import LITERAL, OWNER, Level, RevealPolicy
@@ -145,6 +146,12 @@ def _finish_reason(message: Message) -> str | None:
     return finish_reason(message.finish_reason)
 
 
+def _moderation_category(message: Message) -> str | None:
+    """The category a moderator blocked a reply for (screened when it was stored)."""
+    found = message.meta.get("moderation_category")
+    return found if isinstance(found, str) and CATEGORY_RE.match(found) else None
+
+
 def _attachments(message: Message) -> list[Any]:
     """What a user message records of its documents (`uploads.attachments_meta`: ids, sizes,
     the block fence; the names and texts are in its text, `uploads.split_composed`)."""
@@ -240,6 +247,7 @@ def restore_message(
         "model": message.model,
         "ended_by": _ended_by(message),
         "attachments": _attachments(message),
+        "moderation_category": _moderation_category(message),
     }
 
 
@@ -260,6 +268,7 @@ def model_view(message: Message) -> dict[str, Any]:
         "model": message.model,
         "ended_by": _ended_by(message),
         "attachments": _attachments(message),
+        "moderation_category": _moderation_category(message),
     }
     system = message.meta.get("system")
     if isinstance(system, str) and system:

@@ -109,6 +109,7 @@ def error_frame(code: str, detail: str | None = None, **extra: Any) -> Frame:
         conversation_id=extra.get("conversation_id"),
         message_id=extra.get("message_id"),
         detail=detail,
+        category=extra.get("category"),
     ).wire()
 
 
@@ -197,5 +198,5 @@ async def route(
         if exc.code not in ("not_found", "busy", "rate_limited", "too_many_watchers"):
             log.warning("a chat request failed: %s", type(exc).__name__)
         about = {"conversation_id": conversation_id, "message_id": frame.get("message_id")}
-        sender.send(error_frame(exc.code, **about))
+        sender.send(error_frame(exc.code, category=getattr(exc, "category", None), **about))
     return None

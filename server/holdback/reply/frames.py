@@ -166,6 +166,7 @@ class ErrorFrame:
     conversation_id: str | None = None
     message_id: str | None = None
     detail: str | None = field(default=None)  # server-made text only (a limit, a field name)
+    category: str | None = None  # a moderation block's category, screened (moderation.gate)
 
     def wire(self) -> dict[str, Any]:
         frame: dict[str, Any] = {
@@ -177,6 +178,8 @@ class ErrorFrame:
             frame["conversation_id"] = self.conversation_id
         if self.message_id is not None:
             frame["message_id"] = self.message_id
+        if self.category is not None:
+            frame["category"] = self.category
         return frame
 
 

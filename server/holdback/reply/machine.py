@@ -109,8 +109,12 @@ class ReplyMachine:
         make_filter: FilterFactory,
         *,
         call_prefix: str = "call",
+        tokenized: bool = False,
     ) -> None:
         self.conversation_id = conversation_id
+        # Frames carry the text as stored (tokenized), not as shown: for a moderated reply,
+        # whose viewers are shown the gate's released text (`moderation.gate`).
+        self.tokenized = tokenized
         self.message_id = message_id
         self._make_filter = make_filter
         self._call_prefix = call_prefix
@@ -266,11 +270,15 @@ class ReplyMachine:
         return name
 
     def _text(self, channel: str, text: str, out: list[Frame]) -> None:
+        if self.tokenized:
+            text = self._channels[channel].take_stored()
         if text:
             wire: WireChannel = "reasoning" if channel == "reasoning" else "content"
             out.append(AssistantDelta(self.conversation_id, self.message_id, wire, text))
 
     def _tool_text(self, call: _Call, text: str, out: list[Frame]) -> None:
+        if self.tokenized:
+            text = call.filter.take_stored()
         if text:
             out.append(
                 AssistantDelta(

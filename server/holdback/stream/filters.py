@@ -30,11 +30,18 @@ class ReplyFilter:
             guard.after_restorer()
         self._failed = False
         self._stored: list[str] = []  # without a guard: the restorer's input, as it was
+        self._taken = 0  # how many pieces of the stored text `take_stored` gave
 
     @property
     def screened(self) -> str:
         """Everything released so far as it may be stored: screened and tokenized."""
         return self.guard.stored if self.guard is not None else "".join(self._stored)
+
+    def take_stored(self) -> str:
+        """The stored text released since the last call (what `screened` gained)."""
+        pieces = self.guard.stored_pieces if self.guard is not None else self._stored
+        taken, self._taken = self._taken, len(pieces)
+        return "".join(pieces[taken:])
 
     @property
     def pending(self) -> str:

@@ -241,6 +241,11 @@ class Guard:
         return self._state == "blocked"
 
     @property
+    def stored_pieces(self) -> list[str]:
+        """The stored text as the pieces it was released in (only ever appended to)."""
+        return self._stored
+
+    @property
     def stored(self) -> str:
         """Everything released so far as it may be stored: screened, and tokenized."""
         return "".join(self._stored)

@@ -1,0 +1,180 @@
+"""The views of a moderated reply: one machine, one gate, each viewer's text rendered from it.
+
+The rules:
+- With moderation on, a reply has one `ReplyMachine`, the storage view's (every value plain
+  to its guard, like the owner's), emitting the text as it may be stored: screened and
+  tokenized. The `ModerationGate` holds it window by window until each verdict; what it
+  releases is what is stored, and the only text any viewer is shown.
+- A viewer is shown the released text rendered under their policy: each token as its value,
+  its masked form or its label (`reveal.RevealPolicy.index`), JSON-escaped in tool calls.
+  Released text holds no value but as a token (the storage guard tokenized every vault
+  value and redacted every other), so a rendering shows a viewer exactly what their level
+  allows; windows never split a token.
+- Otherwise as `viewers.Views`: frames numbered per view, late viewers sent what their view
+  sent so far, a failing sink dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import replace
+
+from holdback.app.viewers import MAX_VIEWS, Emit, TooManyViewsError, View, ViewFilter
+from holdback.moderation.base import Verdict
+from holdback.moderation.gate import Check, ModerationGate
+from holdback.providers.events import Event
+from holdback.reply import Frame, Outcome, ReplyMachine
+from holdback.reply.frames import AssistantDelta, AssistantStart, EndedBy
+from holdback.reveal import OWNER, RevealPolicy
+from holdback.stream.restorer import Restorer, json_escape
+from holdback.tokens import TokenIndex
+
+IndexFor = Callable[[RevealPolicy], TokenIndex]  # what a policy shows for each token
+
+
+class ModeratedViews:
+    def __init__(
+        self,
+        conversation_id: str,
+        message_id: str,
+        make_filter: ViewFilter,
+        index_for: IndexFor,
+        gate: ModerationGate,
+        *,
+        call_prefix: str,
+    ) -> None:
+        self.conversation_id = conversation_id
+        self.message_id = message_id
+        self.gate = gate
+        self._index_for = index_for
+        self._machine = ReplyMachine(
+            conversation_id,
+            message_id,
+            lambda projection, json_values: make_filter(OWNER, projection, json_values),
+            call_prefix=call_prefix,
+            tokenized=True,
+        )
+        self._released: list[Frame] = []  # by the gate, tokenized
+        self._views: dict[RevealPolicy, View] = {}
+        self._indexes: dict[RevealPolicy, TokenIndex] = {}
+        self.storage = self.view(OWNER)
+
+    @property
+    def ended(self) -> bool:
+        return self._machine.ended or self.gate.stopped
+
+    @property
+    def policies(self) -> list[RevealPolicy]:
+        return list(self._views)
+
+    def view(self, policy: RevealPolicy) -> View:
+        found = self._views.get(policy)
+        if found is not None:
+            return found
+        if len(self._views) >= MAX_VIEWS:
+            raise TooManyViewsError(f"a reply is watched under at most {MAX_VIEWS} policies")
+        view = self._views[policy] = View(policy, None)
+        view.send([AssistantStart(self.conversation_id, self.message_id)])
+        view.send(self._render(policy, self._released))
+        return view
+
+    def attach(self, sink: Emit, policy: RevealPolicy, after_seq: int = 0) -> View:
+        view = self.view(policy)
+        self.detach(sink)
+        try:
+            for wire in view.sent[max(after_seq, 0) :]:
+                sink(wire)
+        except Exception:  # a connection that fails now is not attached
+            return view
+        view.sinks.append(sink)
+        return view
+
+    def detach(self, sink: Emit) -> None:
+        for view in self._views.values():
+            view.detach(sink)
+
+    # -- the reply -------------------------------------------------------------------------
+
+    def receive(self, event: Event) -> int:
+        """Feed the machine and the gate; returns the bytes of text released now."""
+        if self.ended:
+            return 0
+        released = self._release(self.gate.feed(self._machine.receive(event)))
+        if self._machine.ended:
+            self.gate.close()  # the end of the stream overrides the hold
+        return released
+
+    def checks(self) -> list[Check]:
+        return self.gate.checks()
+
+    def decide(self, check_id: int, verdict: Verdict) -> int:
+        return self._release(self.gate.decide(check_id, verdict))
+
+    def moderation_failed(self) -> None:
+        self._release(self.gate.fail())
+
+    def interrupt(self, ended_by: EndedBy | None = None) -> None:
+        self._release(self.gate.feed(self._machine.interrupt(ended_by)))
+        self.gate.close()
+
+    def fail(self, code: str) -> None:
+        self._release(self.gate.feed(self._machine.fail(code)))
+        self.gate.close()
+
+    def abandon(self) -> None:
+        """Stop waiting for verdicts: what is undecided is never shown."""
+        self._release(self.gate.abandon())
+
+    def done(self, *, stored: bool) -> None:
+        self._release(self.gate.feed(self._machine.done(stored=stored)))
+
+    def outcome(self) -> Outcome:
+        """The machine's outcome with the text the gate released, and its ending."""
+        outcome = self._machine.outcome()
+        gate = self.gate
+        parts = dict(outcome.parts)
+        if "reasoning" in parts:
+            parts["reasoning"] = gate.stored(("reasoning", None))
+        if "tool_calls" in parts:
+            calls = json.loads(parts["tool_calls"])
+            for call in calls:
+                call["arguments"] = gate.stored(("tool_call", call["call_id"]))
+            parts["tool_calls"] = json.dumps(calls)
+        status, reason = outcome.status, outcome.finish_reason
+        if gate.blocked is not None:
+            status, reason = "blocked", "content_filter"
+        elif gate.failed:
+            status, reason = "incomplete", "error"
+        return replace(
+            outcome,
+            text=gate.stored(("content", None)),
+            parts=parts,
+            status=status,
+            finish_reason=reason,
+        )
+
+    def _release(self, frames: list[Frame]) -> int:
+        if not frames:
+            return 0
+        self._released.extend(frames)
+        sent = 0
+        for policy, view in list(self._views.items()):
+            count = view.send(self._render(policy, frames))
+            if view is self.storage:
+                sent = count
+        return sent
+
+    def _render(self, policy: RevealPolicy, frames: list[Frame]) -> list[Frame]:
+        """Released frames as `policy` shows them: every token rendered at its level."""
+        index = self._indexes.get(policy)
+        if index is None:
+            index = self._indexes[policy] = self._index_for(policy)
+        out: list[Frame] = []
+        for frame in frames:
+            if isinstance(frame, AssistantDelta):
+                escape = json_escape if frame.channel == "tool_call" else None
+                restorer = Restorer(index, escape=escape)
+                frame = replace(frame, text=restorer.feed(frame.text) + restorer.flush())
+            out.append(frame)
+        return out

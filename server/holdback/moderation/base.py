@@ -44,9 +44,15 @@ class ModerationFailedError(HoldbackError):
     code = "moderation_failed"
 
 
+class ModerationUnavailableError(ModerationFailedError):
+    """The moderator could not be reached, dropped the connection or answered 5xx (or 429):
+    the same check may work if asked again (`calls.ModerationCalls` retries it, bounded). A
+    malformed answer is never this: asking again would not make it a verdict."""
+
+
 class Moderator(Protocol):
     """One moderation backend (`off` has none). `check` raises `ModerationFailedError` on any
-    failure; the caller bounds its time, retries and concurrency (`gate.ModerationCalls`)."""
+    failure; the caller bounds its time, retries and concurrency (`calls.ModerationCalls`)."""
 
     async def check(self, text: str, channel: Channel, conversation_id: str) -> Verdict: ...
 

@@ -45,6 +45,13 @@ SAMPLES: dict[str, tuple[list[str], str, str, object]] = {
         (Path("/t/hosts.txt"),),
     ),
     "guard_mode": (["block"], "block", "guard_mode", "block"),
+    "moderation": (
+        ["rules:/t/rules.toml"],
+        "rules:/t/rules.toml",
+        "moderation",
+        "rules:/t/rules.toml",
+    ),
+    "moderate_input": ([], "1", "moderate_input", True),
     "debug": ([], "1", "debug", True),
 }
 

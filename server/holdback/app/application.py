@@ -3,8 +3,9 @@
 On start it opens the store (which applies the migrations and checks the vault key), loads the
 term lists (files given on the command line are saved to the store, encrypted, and every list in
 the store is used), builds the detectors, one provider per model (`--model`, the first the
-default) and the chat service. `holdback serve` builds that runtime itself before the server
-starts (`startup.py`) and hands it over, so that the lifespan has nothing left that can fail.
+default), the chat service and its moderator (`--moderation`, docs/moderation.md).
+`holdback serve` builds that runtime itself before the server starts (`startup.py`) and hands
+it over, so that the lifespan has nothing left that can fail.
 Every response carries the security headers, and every request body is bounded in size and
 time (`holdback.app.limits`). On shutdown, replies in flight get `shutdown_grace` seconds to
 finish; the rest are stored as incomplete.
@@ -47,6 +48,8 @@ from holdback.app.term_reload import TermLists, detectors_for
 from holdback.app.terms import kind_of, read_terms
 from holdback.app.ws import chat_socket
 from holdback.errors import describe
+from holdback.moderation.calls import ModerationCalls
+from holdback.moderation.registry import make_moderator
 from holdback.providers.base import Provider
 from holdback.providers.http import StreamSettings
 from holdback.providers.registry import make_provider
@@ -77,6 +80,7 @@ async def build_runtime(settings: Settings, provider: Provider | None = None) ->
         synchronous=settings.sqlite_synchronous,
     )
     http: UpstreamClient | None = None
+    moderation: ModerationCalls | None = None
     try:
         for path in settings.sensitive_terms:
             await store.save_term_list(
@@ -116,13 +120,31 @@ async def build_runtime(settings: Settings, provider: Provider | None = None) ->
             rate_limit_per_minute=settings.rate_limit_per_minute,
             models=models,
         )
+        # Policy moderation (docs/moderation.md): an HTTP moderator shares the process's pool.
+        if settings.moderation.startswith(("openai:", "http:")) and http is None:
+            http = upstream_client(max_keepalive=256)
+        moderator = make_moderator(
+            settings.moderation, env, client=http, timeout=settings.moderation_timeout
+        )
+        if moderator is not None:
+            moderation = ModerationCalls(
+                moderator,
+                timeout=settings.moderation_timeout,
+                concurrency=settings.moderation_concurrency,
+            )
+            service.moderation = moderation
+            service.moderation_window = settings.moderation_window
+            service.moderate_input = settings.moderate_input
     except BaseException:
+        if moderation is not None:
+            await moderation.aclose()
         if http is not None:
             await http.aclose()
         await store.close()
         raise
     return Runtime(
         http=http,
+        moderation=moderation,
         settings=settings,
         store=store,
         service=service,
@@ -160,6 +182,8 @@ def create_app(
             if runtime.terms is not None:
                 await runtime.terms.stop()
             await runtime.service.shutdown(settings.shutdown_grace)
+            if runtime.moderation is not None:
+                await runtime.moderation.aclose()
             if runtime.http is not None:
                 await runtime.http.aclose()
             await runtime.store.close()

@@ -177,6 +177,22 @@ def _server_flags(parser: argparse.ArgumentParser) -> None:
         "(HOLDBACK_GUARD_MODE; default redact)",
     )
     parser.add_argument(
+        "--moderation",
+        metavar="SPEC",
+        help="policy moderation of reply text, sentence by sentence, failing closed: off, "
+        "openai:MODEL (OpenAI's moderations API at OPENAI_BASE_URL), http:URL (a JSON "
+        "webhook) or rules:FILE (an offline TOML rules file) (HOLDBACK_MODERATION; default "
+        "off). HOLDBACK_MODERATION_TIMEOUT (seconds, default 3), HOLDBACK_MODERATION_WINDOW "
+        "(characters, default 400): docs/moderation.md",
+    )
+    parser.add_argument(
+        "--moderate-input",
+        action="store_true",
+        default=None,
+        help="also moderate each user message before the model sees it; one not allowed is "
+        "refused (HOLDBACK_MODERATE_INPUT=1)",
+    )
+    parser.add_argument(
         "--debug",
         action="store_true",
         default=None,
@@ -197,6 +213,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
             sensitive_terms=args.sensitive_terms,
             forbidden_terms=args.forbidden_terms,
             guard_mode=args.guard_mode,
+            moderation=args.moderation,
+            moderate_input=args.moderate_input,
             debug=args.debug,
         )
     except HoldbackError:
@@ -311,6 +329,8 @@ def serve(settings: Settings, *, banner: str = "") -> int:
 
 async def _close(runtime: Runtime) -> None:
     try:
+        if runtime.moderation is not None:
+            await runtime.moderation.aclose()
         if runtime.http is not None:
             await runtime.http.aclose()
     finally:

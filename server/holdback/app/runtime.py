@@ -13,6 +13,7 @@ from holdback.app.auth import Authenticator
 from holdback.app.pipeline import ChatService
 from holdback.app.settings import Settings
 from holdback.detect import DetectorSet, TermMatcher
+from holdback.moderation.calls import ModerationCalls
 from holdback.providers.transport import UpstreamClient
 from holdback.store.repository import Store
 
@@ -29,6 +30,7 @@ class Runtime:
     web_dir: Path
     http: UpstreamClient | None = None  # the upstream connection pool
     terms: TermLists | None = None  # keeps the detectors in step with the stored term lists
+    moderation: ModerationCalls | None = None  # policy moderation (`--moderation`); None: off
 
     @property
     def detectors(self) -> DetectorSet:

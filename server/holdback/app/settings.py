@@ -15,6 +15,9 @@ from typing import Any, Literal
 
 from holdback.detect.validators import phone_region_known
 from holdback.errors import ConfigurationError
+from holdback.moderation.calls import DEFAULT_CONCURRENCY, DEFAULT_TIMEOUT
+from holdback.moderation.registry import parse_spec as parse_moderation_spec
+from holdback.moderation.windows import DEFAULT_BOUND as DEFAULT_MODERATION_WINDOW
 from holdback.providers.limits import UpstreamLimits
 from holdback.providers.registry import DEFAULT_SPEC, parse_spec
 from holdback.store.engine import SYNCHRONOUS
@@ -39,6 +42,13 @@ class Settings:
     phone_region: str = "US"  # the default region: how a national number is read first
     phone_regions: tuple[str, ...] = ("US",)  # every region whose numbers are detected
     entropy_secrets: bool = False  # also detect long random-looking strings as secrets
+    # Policy moderation (docs/moderation.md): `off`, `openai:<model>`, `http:<url>`,
+    # `rules:<file>`; seconds per call, calls in flight, a window's bound in characters.
+    moderation: str = "off"
+    moderation_timeout: float = DEFAULT_TIMEOUT
+    moderation_concurrency: int = DEFAULT_CONCURRENCY
+    moderation_window: int = DEFAULT_MODERATION_WINDOW
+    moderate_input: bool = False  # a user's message is moderated before the model sees it
     allowed_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
     max_frame_bytes: int = 64 * 1024
@@ -200,6 +210,8 @@ def resolve(
     sensitive_terms: Sequence[str] | None = None,
     forbidden_terms: Sequence[str] | None = None,
     guard_mode: str | None = None,
+    moderation: str | None = None,
+    moderate_input: bool | None = None,
     debug: bool | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Settings:
@@ -289,10 +301,45 @@ def resolve(
         ),
         shutdown_grace=_float(env.get("HOLDBACK_SHUTDOWN_GRACE", "10"), "HOLDBACK_SHUTDOWN_GRACE"),
         sqlite_synchronous=_synchronous(env),
+        **_moderation(pick(moderation, "HOLDBACK_MODERATION"), moderate_input, env),
         **_limits(env),
         debug=bool(debug) or _flag(env.get("HOLDBACK_DEBUG", ""), "HOLDBACK_DEBUG"),
         env=env,
     )
+
+
+def _moderation(
+    spec: str | None, moderate_input: bool | None, env: Mapping[str, str]
+) -> dict[str, Any]:
+    """The moderation settings. The spec's shape is checked here; its file or URL is used
+    when the runtime is built (`moderation.registry.make_moderator`)."""
+    try:
+        name = str(parse_moderation_spec(spec or "off"))
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"--moderation / HOLDBACK_MODERATION: {exc}") from None
+    flag = env.get("HOLDBACK_MODERATE_INPUT", "")
+    return {
+        "moderation": name,
+        "moderate_input": bool(moderate_input) or _flag(flag, "HOLDBACK_MODERATE_INPUT"),
+        "moderation_timeout": _seconds(
+            env.get("HOLDBACK_MODERATION_TIMEOUT", "").strip() or str(DEFAULT_TIMEOUT),
+            "HOLDBACK_MODERATION_TIMEOUT",
+            0.05,
+            600,
+        ),
+        "moderation_concurrency": _int(
+            env.get("HOLDBACK_MODERATION_CONCURRENCY", "").strip() or str(DEFAULT_CONCURRENCY),
+            "HOLDBACK_MODERATION_CONCURRENCY",
+            1,
+            1024,
+        ),
+        "moderation_window": _int(
+            env.get("HOLDBACK_MODERATION_WINDOW", "").strip() or str(DEFAULT_MODERATION_WINDOW),
+            "HOLDBACK_MODERATION_WINDOW",
+            128,  # `moderation.windows.Windows`: twice the longest token
+            100_000,
+        ),
+    }
 
 
 def _synchronous(env: Mapping[str, str]) -> str:

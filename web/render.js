@@ -37,6 +37,7 @@ import DOMPurify from './vendor/dompurify/purify.es.mjs';
 import {
   REDACTION_SOURCE, TOKEN_SOURCE, URL_LABEL_SOURCE, pattern,
 } from '/syntax.js';
+import { highlightCodeBlocks, wrapAcross } from './code.js';
 
 /** A token as the model sees it: `<KIND_N>` (server/holdback/tokens.py, via /syntax.js). */
 export const TOKEN_PATTERN = pattern(TOKEN_SOURCE);
@@ -175,9 +176,13 @@ export function sanitize(html) {
   return purifier.sanitize(html, PURIFY_CONFIG);
 }
 
-/** Markdown text -> sanitized DocumentFragment, with link destinations and redactions shown. */
+/**
+ * Markdown text -> sanitized DocumentFragment, with code highlighted (code.js) and link
+ * destinations and redactions shown.
+ */
 export function renderMarkdown(text) {
   const fragment = sanitize(markdown.parse(String(text ?? '')));
+  highlightCodeBlocks(fragment);
   showLinkDestinations(fragment);
   markRedactions(fragment);
   return fragment;
@@ -236,19 +241,28 @@ export function showLinkDestinations(root, base = document.baseURI) {
 
 /**
  * Wrap every match of `pattern` inside the text nodes under `root` in an element made by
- * `wrap(match)`. Matches never span text nodes; text inside `skipSelector` is skipped, and
- * with `withinSelector` only text inside it is considered.
+ * `wrap(match)` (its text is the match, unless `wrap` gave it one). Matches never span text
+ * nodes, except in highlighted code, whose text is read as one string (`code.js`); text
+ * inside `skipSelector` is skipped, and with `withinSelector` only text inside it is
+ * considered.
  */
 export function wrapMatches(root, pattern, wrap, skipSelector, withinSelector) {
   const doc = root.ownerDocument ?? document;
+  let count = 0;
+  if (!withinSelector) {
+    for (const code of root.querySelectorAll('code.hljs')) {
+      if (skipSelector && code.closest(skipSelector)) continue;
+      count += wrapAcross(code, pattern, wrap, skipSelector);
+    }
+  }
   const walker = doc.createTreeWalker(root, NodeFilter.SHOW_TEXT);
   const nodes = [];
   for (let node = walker.nextNode(); node; node = walker.nextNode()) {
     if (skipSelector && node.parentElement?.closest(skipSelector)) continue;
     if (withinSelector && !node.parentElement?.closest(withinSelector)) continue;
+    if (!withinSelector && node.parentElement?.closest('code.hljs')) continue;
     nodes.push(node);
   }
-  let count = 0;
   for (const node of nodes) {
     const text = node.data;
     const re = new RegExp(pattern.source, pattern.flags.includes('g') ? pattern.flags : `${pattern.flags}g`);
@@ -258,7 +272,7 @@ export function wrapMatches(root, pattern, wrap, skipSelector, withinSelector) {
       if (m[0].length === 0) { re.lastIndex += 1; continue; }
       if (m.index > last) parts.push(doc.createTextNode(text.slice(last, m.index)));
       const el = wrap(m, doc);
-      el.textContent = m[0];
+      if (!el.hasChildNodes()) el.textContent = m[0];
       parts.push(el);
       last = m.index + m[0].length;
       count += 1;
@@ -268,6 +282,32 @@ export function wrapMatches(root, pattern, wrap, skipSelector, withinSelector) {
     node.replaceWith(...parts);
   }
   return count;
+}
+
+// The guard writes its redactions by detector kind (`[redacted credit_card]`, docs/protocol.md);
+// the page shows them in words. Only the marker's text changes: it is made from the kind, a
+// closed set of names, so it can never show more than the guard's own label did.
+const REDACTION_WORDS = {
+  email: 'email address',
+  phone: 'phone number',
+  credit_card: 'card number',
+  us_ssn: 'social security number',
+  iban: 'IBAN',
+  ip_address: 'IP address',
+  secret: 'secret',
+  jwt: 'access token',
+  password: 'password',
+  value: 'value',
+};
+
+/** A redaction's kind in words: `credit_card` -> `card number`; others with spaces. */
+export function redactionWords(kind) {
+  return REDACTION_WORDS[kind] ?? String(kind).replaceAll('_', ' ').trim();
+}
+
+/** How a redaction reads on the page: `[redacted card number]`, `[redacted]`. */
+export function redactionLabel(kind) {
+  return kind ? `[redacted ${redactionWords(kind)}]` : '[redacted]';
 }
 
 /**
@@ -281,9 +321,12 @@ export function markRedactions(root) {
     span.className = 'redaction';
     const kind = m.groups?.kind;
     if (kind) span.dataset.kind = kind;
-    span.title = kind
-      ? `removed by the output guard: the model wrote a value of kind "${kind}"`
-      : 'removed by the output guard: a forbidden term';
+    span.title = kind === 'token'
+      ? 'removed by the output guard: a placeholder the model made up, or one cut off, which stands for nothing here'
+      : kind
+        ? `removed by the output guard: the model wrote a ${redactionWords(kind)} of its own`
+        : 'removed by the output guard: a forbidden term';
+    span.textContent = redactionLabel(kind);
     return span;
   }, '.redaction, .token');
   return marked + wrapMatches(root, URL_LABEL_PATTERN, (m, doc) => {
@@ -293,6 +336,55 @@ export function markRedactions(root) {
     span.title = `a value of kind "${m.groups.kind}" stood here: a link never carries your values`;
     return span;
   }, '.redaction, .token', 'a, .link-dest');
+}
+
+const MAX_RESTORED_VALUES = 500;
+
+/** `text` as a regular expression that matches it literally. */
+function literal(text) {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+/**
+ * The distinct values of a conversation's masked spans, `[{value, kind}]`, longest first:
+ * what this viewer's page already shows in the user's own messages.
+ */
+export function knownValues(messages) {
+  const seen = new Map();
+  for (const message of messages) {
+    const text = String(message.text ?? '');
+    for (const r of maskedRanges(text, message.masked)) {
+      const value = text.slice(r.start, r.end);
+      const key = value.toLowerCase();
+      if ([...value.trim()].length < 2 || seen.has(key)) continue;
+      seen.set(key, { value, kind: r.kind });
+    }
+  }
+  return [...seen.values()].sort((a, b) => b.value.length - a.value.length)
+    .slice(0, MAX_RESTORED_VALUES);
+}
+
+/**
+ * Mark, in a reply restored for this viewer, the values the page already shows in the
+ * user's own messages (`knownValues`): `<mark class="restored" data-kind="...">`. The
+ * server sends no spans for replies, so the page finds them itself, in text nodes only;
+ * the marker's title names the kind, never the value or its token.
+ */
+export function markRestored(root, values) {
+  const usable = (Array.isArray(values) ? values : []).filter((v) => v && typeof v.value === 'string');
+  if (usable.length === 0) return 0;
+  const kinds = new Map(usable.map((v) => [v.value.toLowerCase(), v.kind]));
+  const re = new RegExp(usable.map((v) => literal(v.value)).join('|'), 'giu');
+  return wrapMatches(root, re, (m, doc) => {
+    const mark = doc.createElement('mark');
+    mark.className = 'restored';
+    const kind = kinds.get(m[0].toLowerCase()) ?? '';
+    if (kind) mark.dataset.kind = kind;
+    mark.title = kind
+      ? `your ${redactionWords(kind)}, restored for you: the model saw a token instead`
+      : 'your value, restored for you: the model saw a token instead';
+    return mark;
+  }, '.redaction, .token, .restored, .link-dest');
 }
 
 /** Mark vault tokens (`<EMAIL_1>`) in text the model saw: `<mark class="token">`. */

@@ -46,6 +46,32 @@ async function request(method, path, body) {
   return payload;
 }
 
+/** POST one file as multipart (field `file`) to /api/uploads; same errors as `request`. */
+async function upload(file) {
+  const body = new FormData();
+  body.append('file', file, file.name);
+  let response;
+  try {
+    response = await fetch('/api/uploads', {
+      method: 'POST', credentials: 'same-origin', headers: { Accept: 'application/json' }, body,
+    });
+  } catch {
+    throw new ApiError(0, 'The server could not be reached.');
+  }
+  let payload = null;
+  try {
+    payload = await response.json();
+  } catch {
+    payload = null;
+  }
+  if (!response.ok) {
+    if (response.status === 401) window.dispatchEvent(new CustomEvent('holdback:unauthorized'));
+    const message = payload?.message || `the upload failed with HTTP ${response.status}`;
+    throw new ApiError(response.status, String(message), payload?.code ?? null);
+  }
+  return payload;
+}
+
 const conversationPath = (id) => `/api/conversations/${encodeURIComponent(id)}`;
 
 export const api = {
@@ -60,5 +86,22 @@ export const api = {
   getConversation: (id, view = 'restored') =>
     request('GET', view === 'model' ? `${conversationPath(id)}?view=model` : conversationPath(id)),
   renameConversation: (id, title) => request('PATCH', conversationPath(id), { title }),
+  /** Any of {title, model, system_prompt, current_leaf}. */
+  patchConversation: (id, fields) => request('PATCH', conversationPath(id), fields),
+  /** {models: [{id, label}], default}; null when the server has no such route. */
+  models: async () => {
+    try {
+      return await request('GET', '/api/models');
+    } catch (error) {
+      if (error.status === 404 || error.status === 405) return null;
+      throw error;
+    }
+  },
+  getInstructions: () => request('GET', '/api/me/instructions'),
+  putInstructions: (text) => request('PUT', '/api/me/instructions', { text }),
+  /** {results: [{conversation_id, message_id, snippet}]} */
+  search: (q) => request('GET', `/api/search?q=${encodeURIComponent(q)}`),
+  exportPath: (id, format) => `${conversationPath(id)}/export?format=${encodeURIComponent(format)}`,
+  upload: (file) => upload(file),
   deleteConversation: (id) => request('DELETE', conversationPath(id)),
 };

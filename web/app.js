@@ -6,13 +6,22 @@
  * shows the login form whenever the server runs with password auth and nobody is signed in (at
  * start, after any 401, and when the socket is refused); the connection state on screen is
  * always the socket's own; and the address bar (`#/c/<id>`) names the open conversation, so a
- * reload comes back to it.
+ * reload comes back to it. Neither the address nor the tab's title ever carries a value: the
+ * address holds the conversation's id only, and `document.title` is always "holdback" (a
+ * title can hold values, restored for this viewer; it is shown in the page, where it belongs,
+ * never in the tab, the history or a bookmark).
  */
 
 import { api } from './api.js';
+import { AttachmentTray } from './attachments.js';
 import { Chat } from './chat.js';
 import { Composer } from './composer.js';
 import { ConversationList, UNTITLED } from './conversations.js';
+import { ExportMenu, ModelPicker } from './header.js';
+import { SearchBox } from './search.js';
+import {
+  SettingsDialog, SystemPromptDialog, SystemView, bindThemeToggle,
+} from './settings.js';
 import { ReconnectingSocket, socketUrl } from './ws.js';
 
 const $ = (id) => document.getElementById(id);
@@ -25,6 +34,13 @@ let socket;
 let chat;
 let list;
 let composer;
+let models;
+let exportMenu;
+let attachments;
+let search;
+let settings;
+let systemPrompt;
+let systemPromptText = null; // the open conversation's prompt, as its owner reads it
 let lastSessionCheck = 0;
 let listReloadTimer = null;
 
@@ -130,7 +146,7 @@ function routeId() {
 
 function showTitle(title) {
   $('conversation-title').textContent = title;
-  document.title = `${title} · holdback`;
+  document.title = 'holdback';
 }
 
 function setTitle(id) {
@@ -142,6 +158,12 @@ function openRoute() {
   list.setActive(id);
   setTitle(id);
   $('model-view').disabled = id === null;
+  $('system-prompt-open').disabled = id === null;
+  exportMenu.show(id);
+  if (id !== chat.currentId) {
+    systemPromptText = null;
+    models.show(id, null);
+  }
   closeSidebar();
   chat.open(id);
   syncComposer();
@@ -174,14 +196,19 @@ function syncComposer() {
   if (socket.state !== 'connected') reason = 'Waiting for the connection…';
   else if (chat.loading) reason = 'Loading…';
   else if (chat.sendPending) reason = 'Sending…';
+  else if (chat.replyInFlight && chat.replyResumed) reason = 'This reply is still being written… press Esc or Stop to stop it.';
   else if (chat.replyInFlight) reason = 'Replying… press Esc or Stop to stop.';
   else if (chat.replyElsewhere) reason = 'A reply is still being written in another tab or window…';
-  composer.setState({ canSend: chat.canSend, streaming: chat.replyInFlight, reason });
+  else if (attachments.busy) reason = 'Reading the document…';
+  composer.setState({
+    canSend: chat.canSend && !attachments.busy, streaming: chat.replyInFlight, reason,
+  });
   $('messages').setAttribute('aria-busy', String(chat.replyInFlight));
   for (const item of list.items) list.setStreaming(item.id, chat.streamingByConv.has(item.id));
 }
 
 function showConnection(state) {
+  chat.onConnectionState(state);
   $('connection-state').textContent = state;
   $('connection').dataset.state = state;
   $('reconnect').hidden = !(state === 'reconnecting' || state === 'offline') || !socket.running;
@@ -202,12 +229,34 @@ function scheduleListReload() {
 function createApp() {
   socket = new ReconnectingSocket(socketUrl('/ws'));
   list = new ConversationList($('conversation-list'));
+  models = new ModelPicker({ wrapper: $('model-picker'), select: $('model-select') });
+  exportMenu = new ExportMenu({
+    button: $('export-open'), items: $('export-items'), markdown: $('export-md'), json: $('export-json'),
+  });
+  attachments = new AttachmentTray({ tray: $('attachment-tray'), button: $('attach'), input: $('attach-input') });
   chat = new Chat({
     socket,
     scroller: $('scroller'),
     list: $('messages'),
     emptyState: $('empty-state'),
     modelBanner: $('model-banner'),
+    systemView: new SystemView($('system-view')),
+    getModel: () => models.current(),
+  });
+  search = new SearchBox({
+    input: $('search'),
+    results: $('search-results'),
+    list: $('search-list'),
+    status: $('search-status'),
+    titleOf: (id) => list.titleOf(id),
+  });
+  settings = new SettingsDialog({
+    dialog: $('settings'), form: $('settings-form'), cancel: $('settings-cancel'),
+    error: $('settings-error'), text: $('instructions'),
+  });
+  systemPrompt = new SystemPromptDialog({
+    dialog: $('system-prompt'), form: $('system-prompt-form'), cancel: $('system-prompt-cancel'),
+    error: $('system-prompt-error'), text: $('system-prompt-text'),
   });
   composer = new Composer({
     form: $('composer'),
@@ -245,7 +294,19 @@ function createApp() {
       list.setActive(e.detail.id);
       setTitle(e.detail.id);
       $('model-view').disabled = false;
+      $('system-prompt-open').disabled = false;
+      exportMenu.show(e.detail.id);
+      models.created(e.detail.id);
     }
+  });
+  chat.addEventListener('loaded', (e) => {
+    if (e.detail.id !== chat.currentId) return;
+    const { conversation } = e.detail;
+    models.show(e.detail.id, conversation.model);
+    systemPromptText = typeof conversation.system_prompt === 'string' ? conversation.system_prompt : null;
+    const owner = conversation.access === undefined || conversation.access === 'owner';
+    $('system-prompt-open').disabled = !owner;
+    $('system-prompt-open').classList.toggle('has-prompt', Boolean(systemPromptText));
   });
   chat.addEventListener('reply-done', scheduleListReload);
   chat.addEventListener('missing', () => {
@@ -264,7 +325,35 @@ function createApp() {
   });
 
   composer.addEventListener('submit', (e) => {
-    if (chat.send(e.detail.text)) e.detail.accept();
+    if (attachments.busy) return;
+    const docs = attachments.items;
+    if (chat.send(e.detail.text, { attachments: docs })) {
+      attachments.take();
+      e.detail.accept();
+    }
+  });
+  attachments.addEventListener('change', syncComposer);
+  attachments.addEventListener('error', (e) => toast(e.detail.message));
+  models.addEventListener('error', (e) => toast(e.detail.message));
+  search.addEventListener('active', (e) => {
+    $('conversation-list').hidden = e.detail.active;
+  });
+  search.addEventListener('open', () => closeSidebar());
+  bindThemeToggle($('theme-toggle'));
+  $('settings-open').addEventListener('click', () => settings.open());
+  settings.addEventListener('saved', () => {
+    toast('Custom instructions saved: they apply to your next messages.', 'info');
+    if (chat.mode === 'model') chat.loadModelView();
+  });
+  $('system-prompt-open').addEventListener('click', () => {
+    if (chat.currentId !== null) systemPrompt.openFor(chat.currentId, systemPromptText);
+  });
+  systemPrompt.addEventListener('saved', (e) => {
+    if (e.detail.id !== chat.currentId) return;
+    systemPromptText = e.detail.text;
+    $('system-prompt-open').classList.toggle('has-prompt', Boolean(systemPromptText));
+    toast('System prompt saved for this conversation.', 'info');
+    if (chat.mode === 'model') chat.loadModelView();
   });
   composer.addEventListener('stop', () => chat.cancel());
 
@@ -295,6 +384,11 @@ function createApp() {
     // the list, not the messages (their values were restored for that user only).
     window.history.replaceState(null, '', window.location.pathname + window.location.search);
     chat.reset();
+    search.clear();
+    settings.close();
+    systemPrompt.close();
+    attachments.take();
+    systemPromptText = null;
     list.setItems([]);
     list.setActive(null);
     showTitle(UNTITLED);
@@ -337,6 +431,7 @@ async function startApp() {
   $('account').hidden = !signedIn;
   $('user-name').textContent = signedIn ? String(session.user.name ?? '') : '';
   showAdminLink();
+  models.load();
   socket.start();
   showConnection(socket.state);
   try {

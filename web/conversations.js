@@ -1,16 +1,51 @@
 /**
  * The conversation list in the sidebar.
  *
- * The rule this module keeps: the list shows what the server has, newest first; a rename or
- * delete changes the screen only after the server agreed, and a failure leaves the item as it
- * was with a message. Deleting asks for an inline confirmation first, because it also deletes
- * the conversation's vault and cannot be undone.
+ * The rule this module keeps: the list shows what the server has, newest first, under the
+ * headings Today, This week (the six days before today) and Older, by when each was last
+ * updated, in the browser's own time zone; a rename or delete changes the screen only after
+ * the server agreed, and a failure leaves the item as it was with a message. Deleting asks
+ * for an inline confirmation first, because it also deletes the conversation's vault and
+ * cannot be undone.
  */
 
 import { api } from './api.js';
 import { icon, iconButton } from './icons.js';
 
 export const UNTITLED = 'New chat';
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+/** `today`, `week` or `older` for an ISO time (server times are UTC unless they say so). */
+export function dateGroup(iso, now = new Date()) {
+  const when = parseTime(iso);
+  if (when === null) return 'older';
+  const startOfToday = new Date(now.getFullYear(), now.getMonth(), now.getDate()).getTime();
+  if (when.getTime() >= startOfToday) return 'today';
+  if (when.getTime() >= startOfToday - 6 * DAY_MS) return 'week';
+  return 'older';
+}
+
+export function parseTime(iso) {
+  if (typeof iso !== 'string' || iso === '') return null;
+  const zoned = /([zZ]|[+-]\d\d:?\d\d)$/.test(iso) ? iso : `${iso}Z`;
+  const when = new Date(zoned);
+  return Number.isNaN(when.getTime()) ? null : when;
+}
+
+/** A short date for the list: the time today, the weekday this week, else the date. */
+export function shortDate(iso, now = new Date()) {
+  const when = parseTime(iso);
+  if (when === null) return '';
+  const group = dateGroup(iso, now);
+  if (group === 'today') return when.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+  if (group === 'week') return when.toLocaleDateString([], { weekday: 'short' });
+  const sameYear = when.getFullYear() === now.getFullYear();
+  return when.toLocaleDateString([], sameYear
+    ? { day: 'numeric', month: 'short' } : { day: 'numeric', month: 'short', year: 'numeric' });
+}
+
+const GROUP_TITLES = { today: 'Today', week: 'This week', older: 'Older' };
 
 export class ConversationList extends EventTarget {
   /** Events: `deleted` {id}, `renamed` {id, title}, `error` {message}. */
@@ -27,7 +62,13 @@ export class ConversationList extends EventTarget {
   }
 
   setItems(items) {
-    this.items = items.map((c) => ({ id: String(c.id), title: c.title ?? '' }));
+    this.items = items.map((c) => ({
+      id: String(c.id),
+      title: c.title ?? '',
+      updatedAt: c.updated_at ?? c.created_at ?? null,
+      shared: c.shared === true,
+      owner: typeof c.owner === 'string' ? c.owner : null,
+    }));
     this.render();
   }
 
@@ -36,7 +77,12 @@ export class ConversationList extends EventTarget {
     const key = String(id);
     const existing = this.items.find((c) => c.id === key);
     this.items = this.items.filter((c) => c.id !== key);
-    this.items.unshift({ id: key, title: title ?? existing?.title ?? '' });
+    this.items.unshift({
+      ...existing,
+      id: key,
+      title: title ?? existing?.title ?? '',
+      updatedAt: new Date().toISOString(),
+    });
     this.render();
   }
 
@@ -62,7 +108,7 @@ export class ConversationList extends EventTarget {
 
   setActive(id) {
     this.activeId = id == null ? null : String(id);
-    for (const li of this.list.children) {
+    for (const li of this.list.querySelectorAll('[data-testid="conversation"]')) {
       const active = li.dataset.conversationId === this.activeId;
       li.classList.toggle('active', active);
       const link = li.querySelector('.conv-link');
@@ -79,7 +125,8 @@ export class ConversationList extends EventTarget {
   }
 
   itemElement(id) {
-    return [...this.list.children].find((li) => li.dataset.conversationId === String(id)) ?? null;
+    return [...this.list.querySelectorAll('[data-testid="conversation"]')]
+      .find((li) => li.dataset.conversationId === String(id)) ?? null;
   }
 
   /** A rename or delete confirmation is open: re-rendering now would throw it away. */
@@ -95,13 +142,30 @@ export class ConversationList extends EventTarget {
     this.renderDeferred = false;
     const focusedId = document.activeElement?.closest?.('[data-testid="conversation"]')
       ?.dataset.conversationId;
-    this.list.replaceChildren(...this.items.map((c) => this.renderItem(c)));
+    const rows = [];
+    let group = null;
+    const now = new Date();
+    for (const c of this.items) {
+      const g = dateGroup(c.updatedAt, now);
+      if (g !== group) {
+        group = g;
+        const head = document.createElement('li');
+        head.className = 'conv-group';
+        head.setAttribute('role', 'presentation');
+        head.setAttribute('data-testid', 'conversation-group');
+        head.dataset.group = g;
+        head.textContent = GROUP_TITLES[g];
+        rows.push(head);
+      }
+      rows.push(this.renderItem(c, now));
+    }
+    this.list.replaceChildren(...rows);
     this.setActive(this.activeId);
     if (focusedId) this.itemElement(focusedId)?.querySelector('.conv-link')?.focus();
     this.list.closest('nav')?.classList.toggle('is-empty', this.items.length === 0);
   }
 
-  renderItem(conversation) {
+  renderItem(conversation, now = new Date()) {
     const li = document.createElement('li');
     li.className = 'conv';
     li.setAttribute('data-testid', 'conversation');
@@ -114,6 +178,12 @@ export class ConversationList extends EventTarget {
     link.textContent = conversation.title || UNTITLED;
     link.title = conversation.title || UNTITLED;
 
+    const date = document.createElement('time');
+    date.className = 'conv-date';
+    date.setAttribute('data-testid', 'conversation-date');
+    date.dateTime = parseTime(conversation.updatedAt)?.toISOString() ?? '';
+    date.textContent = shortDate(conversation.updatedAt, now);
+
     const actions = document.createElement('div');
     actions.className = 'conv-actions';
     const rename = iconButton('pencil', 'Rename');
@@ -121,7 +191,7 @@ export class ConversationList extends EventTarget {
     rename.addEventListener('click', () => this.startRename(li, conversation));
     remove.addEventListener('click', () => this.confirmDelete(li, conversation));
     actions.append(rename, remove);
-    li.append(link, actions);
+    li.append(link, date, actions);
     return li;
   }
 

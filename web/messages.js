@@ -15,6 +15,7 @@ import {
   knownValues, markRedactions, markRestored, markTokens, maskedFragment, maskedRanges,
   modelTextFromMasked, prettyArguments, renderMarkdown, renderModelMarkdown, tokenizedFragment,
 } from './render.js';
+import { icon } from './icons.js';
 
 export { knownValues };
 
@@ -212,6 +213,7 @@ function addCodeCopyButtons(root) {
     button.type = 'button';
     button.setAttribute('aria-label', 'Copy code');
     button.title = 'Copy code';
+    button.append(icon('copy', 16), icon('check', 16));
     button.addEventListener('click', () => {
       const code = pre.querySelector('code') ?? pre;
       copyText(code.textContent ?? '', (ok) => {

@@ -56,6 +56,7 @@ class Settings:
     burst_chars: int = 85  # about 30 chunks of 1-6 characters
     burst_rounds: int = 5
     watch_chars: int = 350  # the watchers workload's replies: about 100 chunks
+    mod_chars: int = 800  # the moderation workload's replies: about 7 sentences, 230 chunks
     bases: dict[str, Path] = field(default_factory=dict)  # revision -> its worktree
     work: Path = field(default_factory=lambda: Path("/tmp/holdback-bench"))
 
@@ -68,11 +69,16 @@ class Upstream:
     """The shared fake upstream process."""
 
     def __init__(
-        self, settings: Settings, fault_seed: int | None = None, chars: int | None = None
+        self,
+        settings: Settings,
+        fault_seed: int | None = None,
+        chars: int | None = None,
+        style: str = "script",
     ) -> None:
         self.port = procs.free_port()
         argv = [sys.executable, "-m", "server.upstream", "--port", str(self.port)]
         argv += ["--rate", str(settings.rate), "--chars", str(chars or settings.chars)]
+        argv += ["--style", style]
         if fault_seed is not None:
             argv += ["--fault-seed", str(fault_seed)]
         self.child = procs.Child("upstream", argv, settings.work)

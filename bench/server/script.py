@@ -179,6 +179,29 @@ def reply_text(key: str, tokens: tuple[str, ...], target_chars: int) -> str:
     return " ".join(parts)
 
 
+def prose_text(key: str, tokens: tuple[str, ...], target_chars: int) -> str:
+    """The reply for a key in sentences of a real reply's length (12 to 26 words, about 70
+    to 160 characters), ending in `.` or `?` and nothing else (no `:` or `;`, so a sentence is
+    one moderation window), every third one mentioning a token. Each sentence is drawn at
+    random from the key, so no two replies share one (a moderator's cache never answers)."""
+    if target_chars < 20:
+        raise ScriptError("a reply needs at least 20 characters")
+    mentions = (tokens + DEFAULT_TOKENS)[:2] if len(tokens) < 2 else tokens[:2]
+    rng = random.Random("prose:" + key)
+    parts: list[str] = []
+    size = 0
+    while size < target_chars:
+        words = [rng.choice(_WORDS) for _ in range(rng.randint(12, 26))]
+        if len(parts) % 3 == 1:
+            words.insert(rng.randint(2, len(words) - 1), rng.choice(mentions))
+        end = "?" if rng.random() < 0.15 else "."
+        sentence = " ".join(words) + end
+        sentence = sentence[0].upper() + sentence[1:]  # tokens keep their case
+        parts.append(sentence)
+        size += len(sentence) + 1
+    return " ".join(parts)
+
+
 def chunk_sizes(key: str, length: int, low: int = 1, high: int = 6) -> list[int]:
     """Chunk lengths, `low`..`high` characters each, that add up to exactly `length`."""
     if not 1 <= low <= high:

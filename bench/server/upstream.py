@@ -1,17 +1,21 @@
 """The fake upstream: an OpenAI-compatible streaming server, paced, cheap, and honest about it.
 
 The rule it keeps: every content chunk is written on a fixed cadence (default 20 a second per
-stream) and its send time is logged before the write, on the system-wide monotonic clock, so the
-analysis can measure what the server under test adds. It is cheap by construction: replies are
-encoded in full when the request arrives, and one timer loop writes every due chunk of every
-stream, so the cost per chunk is one `transport.write`. How late that loop ran (schedule lag)
-is logged too, to show the upstream was never the bottleneck.
+stream) and its send time is logged before the write, on the system-wide monotonic clock, so
+the analysis can measure what the server under test adds; so is the time of the stream's end
+(one interval after the last chunk). It is cheap by construction: replies are encoded in full
+when the request arrives, and one timer loop writes every due chunk of every stream, so the
+cost per chunk is one `transport.write`. How late that loop ran (schedule lag) is logged too,
+to show the upstream was never the bottleneck.
 
 `GET /log` hands over (and forgets) everything logged since the last call; `GET /healthz` says
 it is up. With `--fault-seed`, streams are disturbed as `script.plan_for` says: a 500 before
-the first chunk (on every retry of that stream), or a connection cut after `at` chunks.
+the first chunk (on every retry of that stream), or a connection cut after `at` chunks. With
+`--style prose`, replies are `script.prose_text` (sentences of a real reply's length, for the
+moderation workload) instead of `script.reply_text`.
 
-Run: `python -m server.upstream --port P [--rate 20] [--chars 400] [--fault-seed S]`.
+Run: `python -m server.upstream --port P [--rate 20] [--chars 400] [--fault-seed S]
+[--style prose]`.
 """
 
 from __future__ import annotations
@@ -44,9 +48,12 @@ class Stream:
 
 
 class Upstream:
-    def __init__(self, rate: float, chars: int, fault_seed: int | None) -> None:
+    def __init__(
+        self, rate: float, chars: int, fault_seed: int | None, style: str = "script"
+    ) -> None:
         self.interval_ns = int(1e9 / rate)
         self.chars = chars
+        self.text = script.prose_text if style == "prose" else script.reply_text
         self.fault_seed = fault_seed
         self.heap: list[tuple[int, int, Stream]] = []
         self.seq = itertools.count()
@@ -90,7 +97,7 @@ class Upstream:
         if plan.kind == "upstream_500":
             conn.write(wire.response(500, "Internal Server Error", wire.error_body("bench fault")))
             return
-        text = script.reply_text(key, tokens, self.chars)
+        text = self.text(key, tokens, self.chars)
         pieces = script.split(text, script.chunk_sizes(key, len(text)))
         stream_id = "chatcmpl-" + key
         created = int(time.time())
@@ -131,6 +138,7 @@ class Upstream:
         if conn.closed or conn.stream is not stream:
             return
         if stream.index == len(stream.events):
+            stream.record["end_ns"] = time.monotonic_ns()
             conn.write(stream.closing)
             stream.record["done"] = True
             conn.stream = None
@@ -201,10 +209,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=20.0, help="chunks per second per stream")
     parser.add_argument("--chars", type=int, default=400, help="characters per reply")
     parser.add_argument("--fault-seed", type=int, default=None)
+    parser.add_argument("--style", choices=("script", "prose"), default="script")
     args = parser.parse_args(argv)
     if args.host != "127.0.0.1":
         parser.error("the fake upstream listens on 127.0.0.1 only")
-    app = Upstream(args.rate, args.chars, args.fault_seed)
+    app = Upstream(args.rate, args.chars, args.fault_seed, args.style)
     try:
         asyncio.run(serve(args.host, args.port, app))
     except KeyboardInterrupt:

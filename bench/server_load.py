@@ -1,8 +1,8 @@
-"""`make bench-server`: holdback against the bare relays under load, the watchers, and the soak.
+"""`make bench-server`: holdback against bare relays under load, watchers, moderation, the soak.
 
 The rule it keeps: every holdback figure is printed next to each relay's from the same run
 (`relay-aiohttp`, the strongest baseline, and `relay` on httpx), as a ratio, and every process
-the run starts is gone when it ends. Three workloads are measured (`--workload`, all three by
+the run starts is gone when it ends. Four workloads are measured (`--workload`, all four by
 default; `both` is the first two), each server one after the other:
 
 - 10-turn conversations: N = 50, 100, 200 and then N grows until every server's p99 added
@@ -12,7 +12,12 @@ default; `both` is the first two), each server one after the other:
 - watchers: one reply watched by K = 1, 5 and 20 viewers (`--watch-ks`) under three distinct
   reveal policies, `--watch-rounds` rounds each, holdback only (a relay cannot watch): the
   CPU per delivered chunk against one viewer, and each extra viewer's CPU over one reply's
-  (`server/watchers.py`).
+  (`server/watchers.py`);
+- moderation: the same replies, in sentences, against holdback with moderation off and with a
+  fake webhook moderator at each `--mod-latencies` (50 and 200 ms), `--mod-rounds` rounds of
+  `--mod-conversations` conversations, modes interleaved, holdback only: time to first
+  visible text, per-sentence delay and CPU per chunk, each beside moderation off's
+  (`server/moderation.py`).
 
 `--soak` runs the fault-injecting soak instead. `--profile KIND:N[:burst]` records a py-spy
 profile of one server during one window of one workload. Results go to
@@ -21,6 +26,7 @@ bench/results/server_load*.md/.json.
     .venv/bin/python bench/server_load.py                  # all three workloads, ~15 minutes
     .venv/bin/python bench/server_load.py --workload burst --burst-ns 100,300
     .venv/bin/python bench/server_load.py --workload watchers --watch-ks 1,5,20 --watch-rounds 5
+    .venv/bin/python bench/server_load.py --workload moderation --servers relay-aiohttp --base HEAD
     .venv/bin/python bench/server_load.py --soak --minutes 10
     .venv/bin/python bench/server_load.py --profile holdback:200
     .venv/bin/python bench/server_load.py --base c565ad0   # and holdback as of c565ad0
@@ -47,6 +53,9 @@ sys.path.insert(0, str(BENCH))
 from server import (  # noqa: E402
     burst_report,
     driver,
+    moderation,
+    moderation_report,
+    moderation_run,
     procs,
     profiling,
     report,
@@ -104,12 +113,33 @@ def _watch_chars(text: str) -> int:
     return value
 
 
+def _latencies(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected milliseconds, not {text!r}") from None
+    if not values or any(not 0 <= v <= 2000 for v in values) or len(set(values)) < len(values):
+        raise argparse.ArgumentTypeError("each latency once, between 0 and 2000 ms")
+    return values
+
+
+def _bounded(name: str, low: int, high: int) -> Any:
+    def parse(text: str) -> int:
+        value = int(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{name} must be between {low} and {high}")
+        return value
+
+    return parse
+
+
 WORKLOADS = {
     "turns": ("turns",),
     "burst": ("burst",),
     "watchers": ("watchers",),
+    "moderation": ("moderation",),
     "both": ("turns", "burst"),
-    "all": ("turns", "burst", "watchers"),
+    "all": ("turns", "burst", "watchers", "moderation"),
 }
 
 
@@ -132,7 +162,7 @@ def _parser() -> argparse.ArgumentParser:
         "--workload",
         choices=tuple(WORKLOADS),
         default="all",
-        help="all (default): turns, burst and watchers; both: turns and burst",
+        help="all (default): turns, burst, watchers and moderation; both: turns and burst",
     )
     p.add_argument("--burst-ns", type=_ns, default=(100,), help="Ns of the burst workload")
     p.add_argument("--burst-rounds", type=_rounds, default=5, help="burst rounds per N")
@@ -143,6 +173,30 @@ def _parser() -> argparse.ArgumentParser:
         type=_watch_chars,
         default=350,
         help="characters per watched reply (~100 chunks)",
+    )
+    p.add_argument(
+        "--mod-latencies",
+        type=_latencies,
+        default=(50.0, 200.0),
+        help="the fake moderators' latencies, ms (50,200)",
+    )
+    p.add_argument(
+        "--mod-rounds",
+        type=_bounded("--mod-rounds", 1, moderation.MAX_ROUNDS),
+        default=5,
+        help="moderation rounds (each mode once per round)",
+    )
+    p.add_argument(
+        "--mod-conversations",
+        type=_bounded("--mod-conversations", 1, moderation.MAX_CONVERSATIONS),
+        default=4,
+        help="concurrent conversations per moderation round",
+    )
+    p.add_argument(
+        "--mod-chars",
+        type=_bounded("--mod-chars", 100, 5000),
+        default=800,
+        help="characters per moderated reply (~7 sentences)",
     )
     p.add_argument("--chars", type=int, default=400, help="characters per reply")
     p.add_argument("--rate", type=float, default=20.0, help="upstream chunks/s per stream")
@@ -296,6 +350,50 @@ def watch(kinds: list[str], args: argparse.Namespace, settings: driver.Settings)
     return results
 
 
+def _mod_line(r: dict[str, Any]) -> str:
+    cells = []
+    for row in r["rows"]:
+        cell = (
+            f"{row['mode']}: first text p50 {row['ttft_p50_ms']:.0f} ms, sentence p50 "
+            f"{row['delay_p50_ms']:.1f} p99 {row['delay_p99_ms']:.1f} ms, cpu/chunk "
+            f"{row['cpu_per_chunk_ms']:.3f} ms, calls/reply {row['calls_per_reply']:.2f}"
+        )
+        if "added_p99_ms" in row:
+            cell += f", added p50 {row['added_p50_ms']:.1f} p99 {row['added_p99_ms']:.1f} ms"
+        cells.append(cell)
+    return f"moderation {r['server']:13s} " + "; ".join(cells)
+
+
+def moderate(kinds: list[str], args: argparse.Namespace, settings: driver.Settings) -> list[Any]:
+    """The moderation workload, for each holdback in the run (a relay cannot moderate). A
+    revision that cannot start with `--moderation` is left out, with a line."""
+    results: list[dict[str, Any]] = []
+    measured = [k for k in kinds if k in driver.HOLDBACKS or k.startswith(driver.BASE_PREFIX)]
+    if not measured:
+        return results
+    upstream = driver.Upstream(settings, chars=settings.mod_chars, style="prose")
+    try:
+        for run, kind in enumerate(measured, 1):
+            try:
+                r = moderation_run.measure(
+                    kind,
+                    args.mod_latencies,
+                    args.mod_rounds,
+                    args.mod_conversations,
+                    run,
+                    upstream,
+                    settings,
+                )
+            except procs.ProcessFailedError as exc:
+                print(f"moderation {kind}: left out, it did not run: {exc}", flush=True)
+                continue
+            results.append(r)
+            print(_mod_line(r), flush=True)
+    finally:
+        upstream.stop()
+    return results
+
+
 def render(header: str, data: Any) -> str:
     """The report of a saved or fresh load run; a plain list is an old run (10-turn only)."""
     if isinstance(data, list):
@@ -307,6 +405,8 @@ def render(header: str, data: Any) -> str:
         parts.append(burst_report.burst_report(data["burst"]))
     if data.get("watchers"):
         parts.append(watchers_report.watchers_report(data["watchers"]))
+    if data.get("moderation"):
+        parts.append(moderation_report.moderation_report(data["moderation"]))
     return "\n\n".join(parts)
 
 
@@ -333,7 +433,7 @@ def _unworktree(tree: Path) -> None:
 
 def bench(args: argparse.Namespace, settings: driver.Settings) -> tuple[str, dict[str, Any]]:
     kinds = _kinds(args)
-    data: dict[str, Any] = {"turns": [], "burst": [], "watchers": []}
+    data: dict[str, Any] = {"turns": [], "burst": [], "watchers": [], "moderation": []}
     workloads = WORKLOADS[args.workload]
     if "turns" in workloads:
         data["turns"] = turns(kinds, args, settings)
@@ -341,6 +441,8 @@ def bench(args: argparse.Namespace, settings: driver.Settings) -> tuple[str, dic
         data["burst"] = bursts(kinds, args, settings)
     if "watchers" in workloads:
         data["watchers"] = watch(kinds, args, settings)
+    if "moderation" in workloads:
+        data["moderation"] = moderate(kinds, args, settings)
     return render(_header("Load and latency", sys.argv[1:]), data), data
 
 
@@ -401,6 +503,7 @@ def main(argv: list[str] | None = None) -> int:
         deflate=args.deflate,
         burst_rounds=args.burst_rounds,
         watch_chars=args.watch_chars,
+        mod_chars=args.mod_chars,
         work=work,
     )
     trees: list[Path] = []

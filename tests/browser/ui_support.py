@@ -5,11 +5,13 @@ The rule it keeps: every new path of the page (resume, regenerate, edit, documen
 instructions, export, search) is judged as the wire capture judges a chat: no token text, no
 forbidden term and no value the viewer may not see, in any frame or answer; the fake model
 never receives an original value; a value never sits in `document.title`, the address or an
-attribute (only in text the user may read). Screenshots for docs/ui.md go to docs/img/, small.
+attribute (only in text the user may read). Screenshots for docs/ui.md go to docs/img/ when
+HOLDBACK_DOC_SCREENSHOTS=1 (viewport only, so they stay small), else to test-artifacts/.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,7 +32,11 @@ from tests.browser.server_process import ServerProcess, start_server
 from tests.browser.wire import LeakRules, WireTap, strip_own_tokens
 from tests.providers.fakeserver import RecordedRequest, Reply
 
-DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
+REPO = Path(__file__).resolve().parents[2]
+# Screenshots for docs/ui.md: refreshed with HOLDBACK_DOC_SCREENSHOTS=1, else kept as artifacts.
+SHOTS = REPO / (
+    "docs/img" if os.environ.get("HOLDBACK_DOC_SCREENSHOTS") == "1" else "test-artifacts"
+)
 EMAIL = USER_VALUES["email"]
 PHONE = USER_VALUES["phone"]
 CARD = USER_VALUES["credit_card"]
@@ -62,8 +68,8 @@ def running(upstream: CanaryUpstream, root: Path, *extra: str) -> Iterator[Serve
 
 def screenshot(page: Page, name: str, **kwargs: Any) -> None:
     """A PNG for docs/ui.md (viewport only unless asked, so the files stay small)."""
-    DOCS_IMG.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=DOCS_IMG / name, **kwargs)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=SHOTS / name, **kwargs)
 
 
 def rules_for(tap: WireTap, upstream: CanaryUpstream) -> LeakRules:

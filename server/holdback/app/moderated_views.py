@@ -20,7 +20,7 @@ import json
 from collections.abc import Callable
 from dataclasses import replace
 
-from holdback.app.viewers import MAX_VIEWS, Emit, TooManyViewsError, View, ViewFilter
+from holdback.app.viewers import View, ViewFilter, ViewSet
 from holdback.moderation.base import Verdict
 from holdback.moderation.gate import Check, ModerationGate
 from holdback.providers.events import Event
@@ -33,7 +33,7 @@ from holdback.tokens import TokenIndex
 IndexFor = Callable[[RevealPolicy], TokenIndex]  # what a policy shows for each token
 
 
-class ModeratedViews:
+class ModeratedViews(ViewSet):
     def __init__(
         self,
         conversation_id: str,
@@ -64,35 +64,11 @@ class ModeratedViews:
     def ended(self) -> bool:
         return self._machine.ended or self.gate.stopped
 
-    @property
-    def policies(self) -> list[RevealPolicy]:
-        return list(self._views)
-
-    def view(self, policy: RevealPolicy) -> View:
-        found = self._views.get(policy)
-        if found is not None:
-            return found
-        if len(self._views) >= MAX_VIEWS:
-            raise TooManyViewsError(f"a reply is watched under at most {MAX_VIEWS} policies")
-        view = self._views[policy] = View(policy, None)
+    def _made(self, policy: RevealPolicy) -> View:
+        view = View(policy, None)
         view.send([AssistantStart(self.conversation_id, self.message_id)])
         view.send(self._render(policy, self._released))
         return view
-
-    def attach(self, sink: Emit, policy: RevealPolicy, after_seq: int = 0) -> View:
-        view = self.view(policy)
-        self.detach(sink)
-        try:
-            for wire in view.sent[max(after_seq, 0) :]:
-                sink(wire)
-        except Exception:  # a connection that fails now is not attached
-            return view
-        view.sinks.append(sink)
-        return view
-
-    def detach(self, sink: Emit) -> None:
-        for view in self._views.values():
-            view.detach(sink)
 
     # -- the reply -------------------------------------------------------------------------
 

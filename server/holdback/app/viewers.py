@@ -83,7 +83,51 @@ class View:
             self.sinks.remove(sink)
 
 
-class Views:
+class ViewSet:
+    """The views of one reply by policy, and the connections attached to them; how each
+    view makes its frames is the subclass's (`_made`)."""
+
+    conversation_id: str
+    message_id: str
+    _views: dict[RevealPolicy, View]
+
+    @property
+    def policies(self) -> list[RevealPolicy]:
+        return list(self._views)
+
+    def view(self, policy: RevealPolicy) -> View:
+        """The view of `policy`, made (and brought up to now) if there was none."""
+        found = self._views.get(policy)
+        if found is not None:
+            return found
+        if len(self._views) >= MAX_VIEWS:
+            raise TooManyViewsError(f"a reply is watched under at most {MAX_VIEWS} policies")
+        view = self._views[policy] = self._made(policy)
+        return view
+
+    def _made(self, policy: RevealPolicy) -> View:
+        raise NotImplementedError
+
+    def attach(self, sink: Emit, policy: RevealPolicy, after_seq: int = 0) -> View:
+        """Send `sink` what the policy's view has sent so far after frame `after_seq`, then
+        everything it sends. A sink attached already is attached again from `after_seq`."""
+        view = self.view(policy)
+        self.detach(sink)
+        try:
+            for wire in view.sent[max(after_seq, 0) :]:
+                sink(wire)
+        except Exception:  # a connection that fails now is not attached
+            log.warning("dropping frames for a connection that failed")
+            return view
+        view.sinks.append(sink)
+        return view
+
+    def detach(self, sink: Emit) -> None:
+        for view in self._views.values():
+            view.detach(sink)
+
+
+class Views(ViewSet):
     """The views of one reply. `receive(event)` feeds them all; `attach` adds a viewer."""
 
     def __init__(
@@ -107,48 +151,20 @@ class Views:
     def ended(self) -> bool:
         return self._machine(self.storage).ended
 
-    @property
-    def policies(self) -> list[RevealPolicy]:
-        return list(self._views)
-
-    def view(self, policy: RevealPolicy) -> View:
-        """The view of `policy`, made (and brought up to now) if there was none."""
-        found = self._views.get(policy)
-        if found is not None:
-            return found
-        if len(self._views) >= MAX_VIEWS:
-            raise TooManyViewsError(f"a reply is watched under at most {MAX_VIEWS} policies")
+    def _made(self, policy: RevealPolicy) -> View:
         machine = ReplyMachine(
             self.conversation_id,
             self.message_id,
             lambda projection, json_values: self._make_filter(policy, projection, json_values),
             call_prefix=self._call_prefix,
         )
-        view = self._views[policy] = View(policy, machine)
+        view = View(policy, machine)
         view.send([AssistantStart(self.conversation_id, self.message_id)])
         for event in self._events:
             view.send(machine.receive(event))
         for step, argument in self._closing:
             view.send(self._close(machine, step, argument))
         return view
-
-    def attach(self, sink: Emit, policy: RevealPolicy, after_seq: int = 0) -> View:
-        """Send `sink` what the policy's view has sent so far after frame `after_seq`, then
-        everything it sends. A sink attached already is attached again from `after_seq`."""
-        view = self.view(policy)
-        self.detach(sink)
-        try:
-            for wire in view.sent[max(after_seq, 0) :]:
-                sink(wire)
-        except Exception:  # a connection that fails now is not attached
-            log.warning("dropping frames for a connection that failed")
-            return view
-        view.sinks.append(sink)
-        return view
-
-    def detach(self, sink: Emit) -> None:
-        for view in self._views.values():
-            view.detach(sink)
 
     def receive(self, event: Event) -> int:
         """Feed every view; returns the bytes of text the storage view released."""

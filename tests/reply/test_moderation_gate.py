@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from holdback.app.moderated_views import ModeratedViews
+from holdback.app.rendered_views import RenderedViews
 from holdback.app.viewers import view_vault
 from holdback.detect import default_detectors
 from holdback.moderation.base import Verdict
@@ -61,7 +61,7 @@ class Sink:
         return "".join(f["text"] for f in self.frames if f["type"] == "assistant_delta")
 
 
-def moderated(v: Vault, screen: Any = lambda c: True) -> ModeratedViews:
+def moderated(v: Vault, screen: Any = lambda c: True) -> RenderedViews:
     entries = v.entries()
 
     def make(policy: RevealPolicy, projection: ProjectionMode, json_values: bool) -> ReplyFilter:
@@ -74,10 +74,10 @@ def moderated(v: Vault, screen: Any = lambda c: True) -> ModeratedViews:
         return OWNER.index(entries) if policy == OWNER else policy.index(entries)
 
     gate = ModerationGate("c1", "m1", bound=200, screen_category=screen)
-    return ModeratedViews("c1", "m1", make, index_for, gate, call_prefix="call_t")
+    return RenderedViews("c1", "m1", make, index_for, gate, call_prefix="call_t")
 
 
-def run(views: ModeratedViews, pieces: list[str], asked: list[str]) -> None:
+def run(views: RenderedViews, pieces: list[str], asked: list[str]) -> None:
     """Feed the reply; answer every window as soon as it is asked, in reverse order of asking
     within a batch (verdicts may come back in any order)."""
 

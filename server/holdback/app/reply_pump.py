@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from holdback.app.moderated_views import ModeratedViews
+from holdback.app.rendered_views import RenderedViews
 from holdback.app.viewers import Views, view_vault
 from holdback.errors import HoldbackError, describe
 from holdback.moderation.base import ModerationFailedError, Moderator
@@ -58,7 +58,7 @@ class Reply:
     conversation_id: str
     message_id: str = ""
     task: asyncio.Task[None] | None = None
-    views: Views | ModeratedViews | None = None
+    views: Views | RenderedViews | None = None
     # Connections that asked to watch before the reply's views existed.
     waiting: list[tuple[Emit, RevealPolicy, int]] = field(default_factory=list)
     # Who was shown the reply, under which policy: their reveals are audited with it.
@@ -128,7 +128,7 @@ class ReplyPump:
         self.moderator = service.moderation
         self._calls: set[asyncio.Task[None]] = set()
         prefix = f"call_{secrets.token_hex(4)}"
-        self.views: Views | ModeratedViews
+        self.views: Views | RenderedViews
         if self.moderator is None:
             self.views = Views(reply.conversation_id, reply.message_id, make_filter,
                                call_prefix=prefix)  # fmt: skip
@@ -147,7 +147,7 @@ class ReplyPump:
             bound = service.moderation_window
             gate = ModerationGate(reply.conversation_id, reply.message_id, bound=bound,
                                   screen_category=shown)  # fmt: skip
-            self.views = ModeratedViews(reply.conversation_id, reply.message_id, make_filter,
+            self.views = RenderedViews(reply.conversation_id, reply.message_id, make_filter,
                                         index_for, gate, call_prefix=prefix)  # fmt: skip
         reply.views = self.views
         for emit, policy, after_seq in reply.waiting:
@@ -163,7 +163,7 @@ class ReplyPump:
         extra: dict[str, object] = {}
         if outcome.ended_by is not None:
             extra["ended_by"] = outcome.ended_by
-        if isinstance(self.views, ModeratedViews) and self.views.gate.blocked is not None:
+        if isinstance(self.views, RenderedViews) and self.views.gate.blocked is not None:
             extra["moderation_category"] = self.views.gate.blocked
         return {**self.reply.meta, **extra} if extra else None
 
@@ -211,14 +211,14 @@ class ReplyPump:
 
     def _moderate(self) -> None:
         views = self.views
-        if not isinstance(views, ModeratedViews) or self.moderator is None:
+        if not isinstance(views, RenderedViews) or self.moderator is None:
             return
         for check in views.checks():
             task = asyncio.create_task(self._verdict(self.moderator, views, check))
             self._calls.add(task)
             task.add_done_callback(self._calls.discard)
 
-    async def _verdict(self, moderator: Moderator, views: ModeratedViews, check: Check) -> None:
+    async def _verdict(self, moderator: Moderator, views: RenderedViews, check: Check) -> None:
         try:
             verdict = await moderator.check(check.text, check.channel, self.reply.conversation_id)
         except asyncio.CancelledError:
@@ -241,7 +241,7 @@ class ReplyPump:
     def _abandon(self) -> None:
         for task in self._calls:
             task.cancel()
-        if isinstance(self.views, ModeratedViews):
+        if isinstance(self.views, RenderedViews):
             self.views.abandon()
 
     async def finish(self) -> None:

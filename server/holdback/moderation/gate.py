@@ -215,3 +215,14 @@ class ModerationGate:
         self._new.clear()
         for windows, _ in self._open.values():
             windows.flush()
+
+
+class OpenGate(ModerationGate):
+    """No moderation: every frame goes out as it comes, and what went out is stored. The
+    views of a reply on a shared database use it (`app/cluster.py`): every process renders
+    the same tokenized frames, so a viewer's frames are numbered alike wherever they watch."""
+
+    def _text(self, frame: AssistantDelta) -> None:
+        key: Key = (frame.channel, frame.call_id)
+        self._stored.setdefault(key, []).append(frame.text)
+        self._queue.append(frame)

@@ -1,17 +1,24 @@
-"""The views of a moderated reply: one machine, one gate, each viewer's text rendered from it.
+"""The views of a reply rendered from one tokenized stream: one machine, one gate, and each
+viewer's text rendered from what the gate released.
+
+Used for a moderated reply (`moderation.gate.ModerationGate`) and for every reply on a
+shared database (`moderation.gate.OpenGate`, `app/cluster.py`: other processes render the
+same released frames for their own viewers).
 
 The rules:
-- With moderation on, a reply has one `ReplyMachine`, the storage view's (every value plain
-  to its guard, like the owner's), emitting the text as it may be stored: screened and
-  tokenized. The `ModerationGate` holds it window by window until each verdict; what it
+- The reply has one `ReplyMachine`, the storage view's (every value plain to its guard,
+  like the owner's), emitting the text as it may be stored: screened and tokenized. The
+  gate holds it window by window until each verdict (an open gate holds nothing); what it
   releases is what is stored, and the only text any viewer is shown.
 - A viewer is shown the released text rendered under their policy: each token as its value,
   its masked form or its label (`reveal.RevealPolicy.index`), JSON-escaped in tool calls.
   Released text holds no value but as a token (the storage guard tokenized every vault
   value and redacted every other), so a rendering shows a viewer exactly what their level
   allows; windows never split a token.
-- Otherwise as `viewers.Views`: frames numbered per view, late viewers sent what their view
-  sent so far, a failing sink dropped.
+- Frames are numbered per view as everywhere (`seq`); a view's frame n is the rendering of
+  released frame n (the start is 1), so every process numbers a viewer's frames alike.
+- Otherwise as `viewers.Views`: late viewers sent what their view sent so far, a failing
+  sink dropped.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from holdback.tokens import TokenIndex
 IndexFor = Callable[[RevealPolicy], TokenIndex]  # what a policy shows for each token
 
 
-class ModeratedViews(ViewSet):
+class RenderedViews(ViewSet):
     def __init__(
         self,
         conversation_id: str,

@@ -32,7 +32,7 @@ from holdback.moderation.base import Verdict
 from holdback.moderation.gate import Check, ModerationGate
 from holdback.providers.events import Event
 from holdback.reply import Frame, Outcome, ReplyMachine
-from holdback.reply.frames import AssistantDelta, AssistantStart, EndedBy
+from holdback.reply.frames import AssistantDelta, AssistantDone, AssistantStart, EndedBy
 from holdback.reveal import OWNER, RevealPolicy
 from holdback.stream.restorer import Restorer, json_escape
 from holdback.tokens import TokenIndex
@@ -40,7 +40,90 @@ from holdback.tokens import TokenIndex
 IndexFor = Callable[[RevealPolicy], TokenIndex]  # what a policy shows for each token
 
 
-class RenderedViews(ViewSet):
+Publish = Callable[[list[dict[str, object]]], None]  # released frames, tokenized, numbered
+
+
+class Rendering(ViewSet):
+    """Views that show released, tokenized frames, each rendered under its view's policy."""
+
+    conversation_id: str
+    message_id: str
+    _index_for: IndexFor
+    _released: list[Frame]
+    _indexes: dict[RevealPolicy, TokenIndex]
+    storage: View
+    publish: Publish | None = None
+
+    def _made(self, policy: RevealPolicy) -> View:
+        view = View(policy, None)
+        view.send([AssistantStart(self.conversation_id, self.message_id)])
+        view.send(self._render(policy, self._released))
+        return view
+
+    def _release(self, frames: list[Frame]) -> int:
+        """Show released frames to every view; returns the bytes of text the storage view
+        sent. Released frame n is every view's frame n + 1 (the start is frame 1)."""
+        if not frames:
+            return 0
+        first = len(self._released) + 2
+        self._released.extend(frames)
+        if self.publish is not None:
+            self.publish([{**f.wire(), "seq": first + i} for i, f in enumerate(frames)])
+        sent = 0
+        for policy, view in list(self._views.items()):
+            count = view.send(self._render(policy, frames))
+            if view is self.storage:
+                sent = count
+        return sent
+
+    def _render(self, policy: RevealPolicy, frames: list[Frame]) -> list[Frame]:
+        """Released frames as `policy` shows them: every token rendered at its level."""
+        index = self._indexes.get(policy)
+        if index is None:
+            index = self._indexes[policy] = self._index_for(policy)
+        out: list[Frame] = []
+        for frame in frames:
+            if isinstance(frame, AssistantDelta):
+                escape = json_escape if frame.channel == "tool_call" else None
+                restorer = Restorer(index, escape=escape)
+                frame = replace(frame, text=restorer.feed(frame.text) + restorer.flush())
+            out.append(frame)
+        return out
+
+
+class RemoteViews(Rendering):
+    """A reply another process runs, shown to this process's viewers from the frames it
+    published (`app/cluster.py`), in order, each once."""
+
+    def __init__(self, conversation_id: str, message_id: str, index_for: IndexFor) -> None:
+        self.conversation_id = conversation_id
+        self.message_id = message_id
+        self._index_for = index_for
+        self._released = []
+        self._views = {}
+        self._indexes = {}
+        self.ended = False
+        self.storage = self.view(OWNER)
+
+    @property
+    def shown(self) -> int:
+        """The number of the last released frame shown (the start is 1)."""
+        return len(self._released) + 1
+
+    def release(self, numbered: list[tuple[int, Frame]]) -> None:
+        """Frames as published with their numbers: those after `shown`, in order; a gap stops
+        the run (the rest is read again from the store)."""
+        for seq, frame in numbered:
+            if self.ended or seq <= self.shown:
+                continue
+            if seq != self.shown + 1:
+                return
+            self._release([frame])
+            if isinstance(frame, AssistantDone):
+                self.ended = True
+
+
+class RenderedViews(Rendering):
     def __init__(
         self,
         conversation_id: str,
@@ -70,12 +153,6 @@ class RenderedViews(ViewSet):
     @property
     def ended(self) -> bool:
         return self._machine.ended or self.gate.stopped
-
-    def _made(self, policy: RevealPolicy) -> View:
-        view = View(policy, None)
-        view.send([AssistantStart(self.conversation_id, self.message_id)])
-        view.send(self._render(policy, self._released))
-        return view
 
     # -- the reply -------------------------------------------------------------------------
 
@@ -136,28 +213,3 @@ class RenderedViews(ViewSet):
             status=status,
             finish_reason=reason,
         )
-
-    def _release(self, frames: list[Frame]) -> int:
-        if not frames:
-            return 0
-        self._released.extend(frames)
-        sent = 0
-        for policy, view in list(self._views.items()):
-            count = view.send(self._render(policy, frames))
-            if view is self.storage:
-                sent = count
-        return sent
-
-    def _render(self, policy: RevealPolicy, frames: list[Frame]) -> list[Frame]:
-        """Released frames as `policy` shows them: every token rendered at its level."""
-        index = self._indexes.get(policy)
-        if index is None:
-            index = self._indexes[policy] = self._index_for(policy)
-        out: list[Frame] = []
-        for frame in frames:
-            if isinstance(frame, AssistantDelta):
-                escape = json_escape if frame.channel == "tool_call" else None
-                restorer = Restorer(index, escape=escape)
-                frame = replace(frame, text=restorer.feed(frame.text) + restorer.flush())
-            out.append(frame)
-        return out

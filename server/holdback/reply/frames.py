@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeAlias
 
-from holdback.errors import wire_message
+from holdback.errors import WIRE_ERRORS, wire_message
 
 FinishReason: TypeAlias = Literal[
     "stop", "length", "tool_calls", "content_filter", "error", "other"
@@ -184,3 +184,37 @@ class ErrorFrame:
 
 
 Frame: TypeAlias = MessageAccepted | AssistantStart | AssistantDelta | AssistantDone | ErrorFrame
+
+
+def frame_of(wire: Any) -> Frame | None:
+    """A reply frame back from its wire form, as another process published it (tokenized,
+    `app/cluster.py`); None for anything that is not one, field by field: a frame from the
+    shared store is only ever one of ours, and is read back no more loosely than that."""
+    if not isinstance(wire, dict):
+        return None
+    kind, cid, mid = wire.get("type"), wire.get("conversation_id"), wire.get("message_id")
+    if not (isinstance(cid, str) and isinstance(mid, str)):
+        return None
+    if kind == "assistant_start":
+        return AssistantStart(cid, mid)
+    if kind == "assistant_delta":
+        channel, text = wire.get("channel"), wire.get("text")
+        if channel not in ("content", "reasoning", "tool_call") or not isinstance(text, str):
+            return None
+        call_id, name = wire.get("call_id"), wire.get("name")
+        if channel == "tool_call" and not (
+            isinstance(call_id, str) and isinstance(name, str) and TOOL_NAME.fullmatch(name)
+        ):
+            return None
+        return AssistantDelta(cid, mid, channel, text, call_id, name)
+    if kind == "assistant_done":
+        reason, status, ended = wire.get("finish_reason"), wire.get("status"), wire.get("ended_by")
+        if reason not in FINISH_REASONS or status not in ("complete", "incomplete", "blocked"):
+            return None
+        return AssistantDone(cid, mid, reason, status, ended if ended in ENDED_BY else None)
+    if kind == "error":
+        code, category = wire.get("code"), wire.get("category")
+        if not isinstance(code, str) or code not in WIRE_ERRORS:
+            return None
+        return ErrorFrame(code, cid, mid, category=category if isinstance(category, str) else None)
+    return None

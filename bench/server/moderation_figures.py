@@ -16,8 +16,11 @@ cadence, same round), so what is left is what moderation adds.
   it is counted.
 - Its *delay from the window's close* starts instead at the chunk that lets the window close
   (the one carrying the character after the terminator; for the last sentence, the stream's
-  end): the moderator's call and the server's work around it, the lookahead left out.
-- *Added delay* is, per sentence, its delay in a mode minus its delay with moderation off.
+  end): the moderator's call and the server's work around it, the lookahead left out. Its
+  *wait* is the time between the two chunks (0 when they are one).
+- *Added delay* is, per sentence, its delay in a mode minus its delay with moderation off;
+  *added beyond the wait* is its delay from the window's close minus its delay with
+  moderation off (the added delay less the wait for the next character).
 - *Time to first visible text* is the first content delta's arrival minus the moment the
   client sent its message; its extra is, per conversation, that minus moderation off's.
 - *CPU per chunk* is the server's CPU over the round (read on its own clock at the round's
@@ -124,6 +127,8 @@ def _mode_figures(
     ttft: dict[Key, float] = {}
     delay: dict[tuple[int, int, int], float] = {}
     close: dict[tuple[int, int, int], float] = {}
+    waits: list[float] = []
+    frames: list[int] = []
     first_sentence: list[float] = []
     cpu: dict[int, float] = {}
     chunks: dict[int, int] = {}
@@ -142,6 +147,7 @@ def _mode_figures(
             if stream is None:
                 continue
             chunks[number] += len(stream.get("sent_ns", ()))
+            frames.append(len(rec.get("frames_ns", ())))
             values = dict(rec.get("values") or {})
             if rec.get("conversation_id"):
                 values_of[rec["conversation_id"]] = [v for v in values.values() if v]
@@ -159,6 +165,7 @@ def _mode_figures(
                 delay[(*key, i)] = _ms(s["got_ns"] - s["sent_ns"])
                 if s["close_ns"] is not None:
                     close[(*key, i)] = _ms(s["got_ns"] - s["close_ns"])
+                    waits.append(_ms(s["close_ns"] - s["sent_ns"]))
                     if i == 0 and stream.get("sent_ns"):
                         first_sentence.append(_ms(s["close_ns"] - stream["sent_ns"][0]))
     own = [c for c in calls if c.get("conversation_id") in values_of]
@@ -177,6 +184,8 @@ def _mode_figures(
         "ttft": ttft,
         "delay": delay,
         "close": close,
+        "waits": waits,
+        "frames": frames,
         "first_sentence": first_sentence,
         "cpu": cpu,
         "chunks": chunks,
@@ -227,6 +236,11 @@ def _row(
         cpu_per_chunk_ms=cpu / chunks * 1e3 if chunks else float("nan"),
         chunks=chunks,
         first_sentence_p50_ms=percentile(sorted(raw["first_sentence"]), 50),
+        frames_per_reply=_mean(raw["frames"]),
+        waited=sum(1 for w in raw["waits"] if w > 0) / len(raw["waits"])
+        if raw["waits"]
+        else float("nan"),
+        wait_when_waited_p50_ms=percentile(sorted(w for w in raw["waits"] if w > 0), 50),
     )
     row.update(_quantiles(raw["ttft"].values(), "ttft"))
     row.update(_quantiles(raw["delay"].values(), "delay"))
@@ -236,7 +250,7 @@ def _row(
         return row
     row.update(_quantiles(_paired(raw["ttft"], off["ttft"]), "ttft_extra"))
     row.update(_quantiles(_paired(raw["delay"], off["delay"]), "added"))
-    row.update(_quantiles(_paired(raw["close"], off["close"]), "close_added"))
+    row.update(_quantiles(_paired(raw["close"], off["delay"]), "beyond"))
     shared = [r for r in raw["cpu"] if r in off["cpu"]]
     off_cpu = sum(off["cpu"][r] for r in shared)
     off_chunks = sum(off["chunks"][r] for r in shared)

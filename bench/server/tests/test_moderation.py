@@ -207,6 +207,10 @@ def test_figures_pair_each_sentence_with_itself_unmoderated() -> None:
     assert (mod["delay_p50_ms"], mod["delay_p99_ms"]) == pytest.approx((110.0, 110.0))
     assert mod["added_p99_ms"] == pytest.approx(109.0)
     assert mod["close_p99_ms"] == pytest.approx(60.0)
+    assert mod["beyond_p99_ms"] == pytest.approx(59.0)  # the 50 ms wait taken off
+    assert mod["waited"] == pytest.approx(1.0)  # every sentence waited for a later chunk
+    assert mod["wait_when_waited_p50_ms"] == pytest.approx(50.0)
+    assert (off["frames_per_reply"], mod["frames_per_reply"]) == (5, 3)
     assert (off["ttft_p50_ms"], mod["ttft_extra_p50_ms"]) == pytest.approx((101.0, 109.0))
     assert mod["first_sentence_p50_ms"] == pytest.approx(50.0)
     assert (off["cpu_per_chunk_ms"], mod["cpu_per_chunk_ms"]) == pytest.approx((10.0, 12.0))
@@ -223,7 +227,7 @@ def test_the_target_is_judged_from_the_terminator_chunk(lag_ms: int, met: bool) 
     result = _run(lag_ms)
     (found, ok), (checked, clean) = moderation_report.checks(result)
     assert ok is met, found
-    assert "from the window's close" in found
+    assert "beyond the wait for the next character p99" in found
     assert clean, checked
     text = moderation_report.moderation_report([result])
     assert "| http, 50 ms | 3 |" in text

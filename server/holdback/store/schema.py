@@ -419,3 +419,33 @@ class UploadRow(Base):
     media_type: Mapped[str] = mapped_column(String(100))
     created_at: Mapped[datetime] = mapped_column(index=True)
     used_at: Mapped[datetime | None]  # when a message first took it
+
+
+# A cluster (migration 0008): several processes on one database coordinate through these rows.
+
+HOLDER_LENGTH = 300  # a lease holder's name: host (up to 253) ":" pid ":" a random part
+
+
+class ReplyLeaseRow(Base):
+    """The one reply in flight in a conversation, cluster-wide: held by `holder` until
+    `expires_at` unless renewed (`store/leases.py`). `message_id` names the reply's placeholder
+    (None until its holder names it). No foreign keys: a lease may come before the first write
+    that creates its conversation, and it is coordination state, not a record."""
+
+    __tablename__ = "reply_leases"
+
+    conversation_id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    message_id: Mapped[str | None] = mapped_column(String(ID_LENGTH))
+    holder: Mapped[str] = mapped_column(String(HOLDER_LENGTH))
+    expires_at: Mapped[datetime] = mapped_column(index=True)
+
+
+class RateBucketRow(Base):
+    """A user's token bucket for the rate limit, shared by every process: `tokens` left as of
+    `updated_at` (it refills from then on). No foreign key: it is a counter."""
+
+    __tablename__ = "rate_buckets"
+
+    user_id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    tokens: Mapped[float]
+    updated_at: Mapped[datetime]

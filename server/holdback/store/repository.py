@@ -38,6 +38,7 @@ from holdback.store import (
     checkpoints,
     conversations,
     key_check,
+    leases,
     sharing,
     team,
     term_lists,
@@ -956,3 +957,59 @@ class Store:
 
     async def list_audit(self, conversation_id: str) -> list[AuditEvent]:
         return await self._db.read(lambda s: conversations.audit_of(s, conversation_id))
+
+    # A cluster: reply leases and shared rate buckets (`leases.py`), one transaction each.
+
+    async def acquire_lease(
+        self, conversation_id: str, message_id: str | None, holder: str, ttl: float
+    ) -> leases.LeaseTaken:
+        """Hold the conversation's lease for `ttl` seconds: ok if there was none, it had
+        expired (its reply is closed in the same transaction, `expired_message_id`), or it is
+        `holder`'s already (renewed, and `message_id` named if given); not ok if another
+        holder's is live. `message_id` None (or "") names no reply yet."""
+        leases.check_holder(holder)
+        lifetime = leases.check_ttl(ttl)
+        return await self._db.write(
+            lambda s: leases.acquire(s, conversation_id, message_id, holder, lifetime),
+            what="taking a reply lease",
+        )
+
+    async def renew_leases(
+        self, holder: str, conversation_ids: Sequence[str], ttl: float
+    ) -> list[str]:
+        """Extend the holder's leases by `ttl` seconds from now; returns the conversation ids
+        among them it no longer holds (lost: its reply must stop)."""
+        leases.check_holder(holder)
+        lifetime = leases.check_ttl(ttl)
+        return await self._db.write(
+            lambda s: leases.renew(s, holder, conversation_ids, lifetime),
+            what="renewing reply leases",
+        )
+
+    async def release_lease(self, conversation_id: str, holder: str) -> None:
+        """Give the lease up (nothing if `holder` does not hold it)."""
+        await self._db.write(
+            lambda s: leases.release(s, conversation_id, holder), what="releasing a reply lease"
+        )
+
+    async def lease_of(self, conversation_id: str) -> leases.Lease | None:
+        """The conversation's lease, if a row is there (`expired` says whether it lapsed)."""
+        return await self._db.read(lambda s: leases.lease_of(s, conversation_id))
+
+    async def close_expired_leases(self, now: datetime | None = None) -> list[tuple[str, str]]:
+        """Delete the leases expired at `now` (default: the database's clock) and close their
+        replies if unfinished; (conversation id, message id) of each reply this call closed.
+        Idempotent, and two processes running it at once close each reply once."""
+        return await self._db.write(
+            lambda s: leases.close_expired(s, now), what="closing expired reply leases"
+        )
+
+    async def take_rate_token(
+        self, user_id: str, per_minute: int, *, now: datetime | None = None
+    ) -> bool:
+        """Spend one of the user's rate tokens, shared by every process on this database: a
+        bucket of `per_minute` tokens refilling `per_minute / 60` a second. False: none left."""
+        leases.check_rate(per_minute)
+        return await self._db.write(
+            lambda s: leases.take_token(s, user_id, per_minute, now), what="taking a rate token"
+        )

@@ -35,9 +35,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from holdback.app.cluster import Cluster
 from holdback.app.offloop import OffLoop
+from holdback.app.remote_replies import RemoteReplies
+from holdback.app.rendered_views import RenderedViews
 from holdback.app.reply_pump import KEPT_REPLIES, KEPT_SECONDS, Reply, ReplyPump, reply_index
-from holdback.app.viewers import TooManyViewsError
+from holdback.app.viewers import TooManyViewsError, Views
 from holdback.app.watching import Watcher, Watchers, connection_of, policy_for
 from holdback.detect import DetectorSet, TermMatcher
 from holdback.errors import HoldbackError, wire_message
@@ -202,6 +205,9 @@ class ChatService:
         self._rules_cache: tuple[float, Rules] | None = None
         self.offload_chars = offload_chars
         self.off_loop = OffLoop(offload_workers)
+        # A shared PostgreSQL (`app/cluster.py`): leases, published frames, remote replies.
+        self.cluster: Cluster | None = None
+        self.remote: RemoteReplies | None = None
         # Policy moderation (`holdback.moderation`): None is off.
         self.moderation: Moderator | None = None
         self.moderation_window = DEFAULT_BOUND
@@ -286,7 +292,7 @@ class ChatService:
         return message
 
     async def _ask(self, user_id: str, conversation_id: str | None, ask: Ask, emit: Emit) -> Reply:
-        if not self.limiter.allow(user_id):
+        if not await self._allowed(user_id):
             raise RateLimitedError
         if ask.model is not None and ask.model not in self.models:
             raise UnknownModelError
@@ -321,6 +327,9 @@ class ChatService:
         if conversation_id in self.replies:
             raise ConversationBusyError
         reply = self.replies[conversation_id] = Reply(conversation_id)
+        if self.cluster is not None and not await self._lease(conversation_id):
+            self.replies.pop(conversation_id, None)
+            raise ConversationBusyError
         try:
             created = False
             masked: list[Masked] = []
@@ -369,9 +378,13 @@ class ChatService:
             )
         except BaseException:
             self.replies.pop(reply.conversation_id, None)
+            if self.cluster is not None:
+                await self.cluster.release(reply.conversation_id)
             raise
         # From here the placeholder exists, so the reply task owns it and always finishes it.
         reply.message_id = turn.assistant.id
+        if self.cluster is not None:  # the lease names the reply, for watchers elsewhere
+            await self.cluster.acquire(conversation_id, reply.message_id)
         reply.meta = dict(turn.assistant.meta)
         pump = ReplyPump(self, reply, vault)
         request = _request(turn.history, system, continues=ask.continues)
@@ -478,6 +491,8 @@ class ChatService:
         if reply is None or reply.message_id != message_id:
             self._forget_finished()
             reply = self.finished.get(message_id)
+        if reply is None and self.remote is not None:  # run by another process
+            reply = await self.remote.reply(conversation_id, message_id)
         if reply is None or reply.conversation_id != conversation_id:
             raise NotResumableError
         with contextlib.suppress(HoldbackError):  # past a bound: later replies not watched
@@ -488,7 +503,8 @@ class ChatService:
             log.warning("a reply has as many distinct viewers' policies as it may")
             raise NotResumableError from None
         if reply.finished_at is not None:  # audited here: its final write is done
-            outcome = reply.views.outcome() if reply.views is not None else None
+            views = reply.views
+            outcome = views.outcome() if isinstance(views, Views | RenderedViews) else None
             if outcome is not None:
                 items = reply.reveal_items(policy, [outcome.text, *outcome.parts.values()])
                 await self.store.record_read(viewer_id, conversation_id, [(message_id, items)])
@@ -513,6 +529,10 @@ class ChatService:
         if not self.watchers.add(conversation_id, watcher):
             return None
         reply = self.replies.get(conversation_id)
+        if reply is None and self.cluster is not None and self.remote is not None:
+            running = await self.cluster.running_elsewhere(conversation_id)
+            if running is not None:
+                reply = await self.remote.reply(conversation_id, running)
         if reply is not None:  # the policy just read holds for the reply in flight
             self._attach_as(reply, watcher, policy)
         return reply
@@ -581,7 +601,21 @@ class ChatService:
         await self._writable(user_id, conversation_id)
         reply = self.replies.get(conversation_id)
         if reply is None or reply.task is None:
+            if self.cluster is not None:  # Stop reaches the process that runs it
+                return await self.cluster.request_cancel(conversation_id)
             return False
+        return await self._stop(reply)
+
+    def cancel_here(self, conversation_id: str) -> None:
+        """Stop this process's reply in a conversation (a Stop pressed on another process,
+        or a lease lost); its access was checked where the request came in."""
+        reply = self.replies.get(conversation_id)
+        if reply is not None and reply.task is not None:
+            reply.stopped = True
+            reply.task.cancel()
+
+    async def _stop(self, reply: Reply) -> bool:
+        assert reply.task is not None
         reply.stopped = True
         reply.task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -668,11 +702,27 @@ class ChatService:
         )
         return ReplyFilter(guard, Restorer(index, escape=json_escape if json_values else None))
 
+    async def _allowed(self, user_id: str) -> bool:
+        """The per-user rate limit: this process's bucket, or the cluster's shared one."""
+        if self.cluster is None:
+            return self.limiter.allow(user_id)
+        return bool(await self.store.take_rate_token(user_id, int(self.limiter.capacity)))
+
+    async def _lease(self, conversation_id: str) -> bool:
+        assert self.cluster is not None
+        try:
+            return await self.cluster.acquire(conversation_id)
+        except HoldbackError:
+            return False
+
     async def _run(self, pump: ReplyPump, provider: Provider, request: ChatRequest) -> None:
         try:
             await pump.run(provider, request)
         finally:
             reply = pump.reply
+            if self.cluster is not None:
+                with contextlib.suppress(Exception):  # it expires if it cannot be released
+                    await self.cluster.release(reply.conversation_id)
             self.replies.pop(reply.conversation_id, None)
             if reply.finished_at is not None:
                 self.finished[reply.message_id] = reply

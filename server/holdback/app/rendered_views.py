@@ -103,7 +103,13 @@ class RemoteViews(Rendering):
         self._views = {}
         self._indexes = {}
         self.ended = False
+        self.on_end: Callable[[], None] | None = None  # once its `assistant_done` is shown
         self.storage = self.view(OWNER)
+
+    @property
+    def released(self) -> list[Frame]:
+        """What was published of the reply so far, tokenized."""
+        return list(self._released)
 
     @property
     def shown(self) -> int:
@@ -121,6 +127,8 @@ class RemoteViews(Rendering):
             self._release([frame])
             if isinstance(frame, AssistantDone):
                 self.ended = True
+                if self.on_end is not None:
+                    self.on_end()
 
 
 class RenderedViews(Rendering):

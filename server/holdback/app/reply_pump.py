@@ -25,11 +25,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from holdback.app.rendered_views import RenderedViews
+from holdback.app.rendered_views import RenderedViews, Rendering
 from holdback.app.viewers import Views, view_vault
 from holdback.errors import HoldbackError, describe
 from holdback.moderation.base import ModerationFailedError, Moderator
-from holdback.moderation.gate import Check, ModerationGate
+from holdback.moderation.gate import Check, ModerationGate, OpenGate
 from holdback.providers.base import ChatRequest, Provider
 from holdback.reply import Outcome
 from holdback.reveal import LITERAL, OWNER, Level, RevealPolicy
@@ -58,7 +58,7 @@ class Reply:
     conversation_id: str
     message_id: str = ""
     task: asyncio.Task[None] | None = None
-    views: Views | RenderedViews | None = None
+    views: Views | Rendering | None = None
     # Connections that asked to watch before the reply's views existed.
     waiting: list[tuple[Emit, RevealPolicy, int]] = field(default_factory=list)
     # Who was shown the reply, under which policy: their reveals are audited with it.
@@ -129,7 +129,7 @@ class ReplyPump:
         self._calls: set[asyncio.Task[None]] = set()
         prefix = f"call_{secrets.token_hex(4)}"
         self.views: Views | RenderedViews
-        if self.moderator is None:
+        if self.moderator is None and service.cluster is None:
             self.views = Views(reply.conversation_id, reply.message_id, make_filter,
                                call_prefix=prefix)  # fmt: skip
         else:
@@ -145,10 +145,18 @@ class ReplyPump:
                     return False
 
             bound = service.moderation_window
-            gate = ModerationGate(reply.conversation_id, reply.message_id, bound=bound,
-                                  screen_category=shown)  # fmt: skip
+            gate_type = ModerationGate if self.moderator is not None else OpenGate
+            gate = gate_type(reply.conversation_id, reply.message_id, bound=bound,
+                             screen_category=shown)  # fmt: skip
             self.views = RenderedViews(reply.conversation_id, reply.message_id, make_filter,
                                         index_for, gate, call_prefix=prefix)  # fmt: skip
+            cluster = service.cluster
+            if cluster is not None:  # every process shows what was released, numbered
+
+                def publish(wires: list[dict[str, object]]) -> None:
+                    cluster.publish(reply.conversation_id, reply.message_id, wires)
+
+                self.views.publish = publish
         reply.views = self.views
         for emit, policy, after_seq in reply.waiting:
             self.views.attach(emit, policy, after_seq)

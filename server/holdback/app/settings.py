@@ -56,6 +56,8 @@ class Settings:
     send_queue_bytes: int = 1024 * 1024
     # Seconds a watched reply's frames may wait to go out together (`sender.Sender`).
     watch_interval: float = 0.1
+    # Seconds a reply's lease lasts unless renewed, on a shared PostgreSQL (`app/cluster.py`).
+    lease_ttl: float = 15.0
     demo_chunk_delay: float = 0.02
     shutdown_grace: float = 10.0
     session_days: int = 14
@@ -293,6 +295,7 @@ def resolve(
             4096,
             1 << 30,
         ),
+        lease_ttl=_seconds(env.get("HOLDBACK_LEASE_TTL", "15"), "HOLDBACK_LEASE_TTL", 1.0, 600.0),
         watch_interval=_seconds(
             env.get("HOLDBACK_WATCH_INTERVAL", "0.1"), "HOLDBACK_WATCH_INTERVAL", 0.0, 1.0
         ),

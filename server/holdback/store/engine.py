@@ -64,6 +64,10 @@ class DatabaseTarget:
     def sqlite_path(self) -> Path:
         return Path(self.url.database or "")
 
+    def listen_dsn(self) -> str:
+        """The PostgreSQL URL as asyncpg's own connections take it (for LISTEN)."""
+        return self.url.set(drivername="postgresql").render_as_string(hide_password=False)
+
     def describe(self) -> str:
         """`SQLite file /path` or `PostgreSQL at host:port/db` (never the password)."""
         if self.is_sqlite:

@@ -39,6 +39,7 @@ from holdback.store import (
     conversations,
     key_check,
     leases,
+    reply_frames,
     sharing,
     team,
     term_lists,
@@ -49,7 +50,7 @@ from holdback.store import spellings as spellings_module
 from holdback.store.crypto import VaultKey
 from holdback.store.database import Database
 from holdback.store.driver_errors import DRIVER_ERRORS
-from holdback.store.engine import create_engine, parse_database_url
+from holdback.store.engine import DatabaseTarget, create_engine, parse_database_url
 from holdback.store.errors import StoreError
 from holdback.store.migrate import check_schema, upgrade
 from holdback.store.records import (
@@ -652,6 +653,33 @@ class Store:
         if self._db.dialect != "sqlite":
             return 0
         return await self._db.write(branches.close_unfinished, what="closing unfinished replies")
+
+    # The frames of replies in flight, for the other processes (`reply_frames.py`).
+
+    @property
+    def target(self) -> DatabaseTarget:
+        """The database this store is on (its description never holds a password)."""
+        return self._db.target
+
+    async def publish_frames(
+        self, conversation_id: str, message_id: str, frames: Sequence[tuple[int, str]]
+    ) -> None:
+        """Store released frames (numbered, tokenized JSON) and announce them."""
+        notify = self._db.dialect != "sqlite"
+        await self._db.write(
+            lambda s: reply_frames.publish(s, conversation_id, message_id, frames, notify=notify),
+            what="publishing frames",
+        )
+
+    async def frames_after(self, message_id: str, seq: int) -> list[tuple[int, str]]:
+        return await self._db.read(lambda s: reply_frames.after(s, message_id, seq))
+
+    async def forget_frames(self) -> int:
+        return await self._db.write(reply_frames.forget, what="forgetting old frames")
+
+    async def notify(self, channel: str, payload: str) -> None:
+        """`NOTIFY` (PostgreSQL); payloads are ids and numbers, never text of a message."""
+        await self._db.write(lambda s: reply_frames.notify(s, channel, payload), what="notifying")
 
     async def instructions_of(self, user_id: str) -> str:
         """The user's custom instructions, unsealed ("" if none)."""

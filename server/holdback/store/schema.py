@@ -421,6 +421,20 @@ class UploadRow(Base):
     used_at: Mapped[datetime | None]  # when a message first took it
 
 
+class ReplyFrameRow(Base):
+    """A released frame of a reply in flight, tokenized, for the other processes on one
+    PostgreSQL (migration 0009, `store/reply_frames.py`): never an original value."""
+
+    __tablename__ = "reply_frames"
+    __table_args__ = (Index(None, "created_at"),)
+
+    message_id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    conversation_id: Mapped[str] = mapped_column(String(ID_LENGTH))
+    frame: Mapped[str] = mapped_column(Text)  # the frame's JSON, tokenized
+    created_at: Mapped[datetime]
+
+
 # A cluster (migration 0008): several processes on one database coordinate through these rows.
 
 HOLDER_LENGTH = 300  # a lease holder's name: host (up to 253) ":" pid ":" a random part

@@ -1,0 +1,213 @@
+"""What one process shares with the others on one PostgreSQL: who runs each reply, its
+frames, and the requests to stop it.
+
+The rules:
+- One reply per conversation, cluster-wide: a process runs a reply only while it holds the
+  conversation's lease (`Store.acquire_lease`), renewed every `lease_ttl / 3` seconds. A
+  process that dies stops renewing; whichever process notices the lease expired first marks
+  the reply incomplete (`ended_by` server) and the conversation takes messages again.
+- The process running a reply publishes what its gate released, tokenized and numbered
+  (`store/reply_frames.py`): batched every `FLUSH_EVERY` seconds, each batch announced by
+  `NOTIFY`. Another process shows them to its own viewers, rendered under each one's policy
+  by itself (`rendered_views.RemoteViews`); it reads what it missed by number from the
+  table, so a late or reconnecting viewer gets no gap and no duplicate.
+- Stop pressed on any process reaches the process that runs the reply (`NOTIFY` on the
+  control channel, naming the holder); the conversation's access is checked where the
+  request arrives, as for a local reply.
+- No original value in a payload, a row or a log line: frames are tokenized, payloads are
+  ids and numbers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import secrets
+import socket
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import asyncpg
+
+from holdback.errors import describe
+from holdback.reply.frames import Frame, frame_of
+from holdback.store.reply_frames import CONTROL_CHANNEL, FRAMES_CHANNEL
+from holdback.store.repository import Store
+
+log = logging.getLogger("holdback.cluster")
+FLUSH_EVERY = 0.05  # seconds between batches of published frames
+LEASE_TTL = 15.0
+
+Numbered = list[tuple[int, Frame]]
+
+
+class Follower(Protocol):
+    """Shows a reply run elsewhere: `shown` is the number of the last frame it showed."""
+
+    @property
+    def shown(self) -> int: ...
+
+    def release(self, numbered: Numbered) -> None: ...
+
+
+class Cluster:
+    def __init__(
+        self,
+        store: Store,
+        dsn: str,
+        *,
+        on_cancel: Callable[[str], None],
+        lease_ttl: float = LEASE_TTL,
+    ) -> None:
+        self.store = store
+        self.holder = f"{socket.gethostname()[:40]}:{os.getpid()}:{secrets.token_hex(4)}"
+        self.lease_ttl = lease_ttl
+        self._dsn = dsn
+        self._on_cancel = on_cancel
+        self._listener: asyncpg.Connection | None = None
+        self._held: set[str] = set()  # conversations whose lease this process holds
+        self._outbox: dict[tuple[str, str], list[tuple[int, str]]] = {}
+        self._followers: dict[str, list[Follower]] = {}  # by message id
+        self._tasks: list[asyncio.Task[None]] = []
+        self._reads: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        self._listener = await asyncpg.connect(self._dsn)
+        await self._listener.add_listener(FRAMES_CHANNEL, self._heard_frames)
+        await self._listener.add_listener(CONTROL_CHANNEL, self._heard_control)
+        self._tasks = [
+            asyncio.create_task(self._flushing(), name="cluster-flush"),
+            asyncio.create_task(self._keeping_leases(), name="cluster-leases"),
+        ]
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        with contextlib.suppress(Exception):
+            await self._flush()
+        for conversation_id in list(self._held):
+            with contextlib.suppress(Exception):
+                await self.store.release_lease(conversation_id, self.holder)
+        if self._listener is not None:
+            with contextlib.suppress(Exception):
+                await self._listener.close()
+
+    # -- leases ----------------------------------------------------------------------------
+
+    async def acquire(self, conversation_id: str, message_id: str = "") -> bool:
+        """Hold the conversation's lease (again, with the reply's message id); False if
+        another process's is live. An expired one is closed first."""
+        taken = await self.store.acquire_lease(
+            conversation_id, message_id, self.holder, self.lease_ttl
+        )
+        if not taken.ok:
+            return False
+        self._held.add(conversation_id)
+        return True
+
+    async def release(self, conversation_id: str) -> None:
+        self._held.discard(conversation_id)
+        await self._flush()
+        await self.store.release_lease(conversation_id, self.holder)
+
+    async def running_elsewhere(self, conversation_id: str) -> str | None:
+        """The message id of the conversation's reply in flight on another process, if any."""
+        lease = await self.store.lease_of(conversation_id)
+        if lease is None or lease.expired or lease.holder == self.holder or not lease.message_id:
+            return None
+        return lease.message_id
+
+    async def _keeping_leases(self) -> None:
+        while True:
+            await asyncio.sleep(self.lease_ttl / 3)
+            try:
+                if self._held:
+                    lost = await self.store.renew_leases(
+                        self.holder, sorted(self._held), self.lease_ttl
+                    )
+                    for conversation_id in lost:
+                        log.warning("a reply's lease was lost; it is stopped")
+                        self._held.discard(conversation_id)
+                        self._on_cancel(conversation_id)
+                await self.store.close_expired_leases()
+            except Exception as exc:  # the next round tries again
+                log.warning("keeping leases failed: %s", describe(exc))
+
+    # -- frames out ------------------------------------------------------------------------
+
+    def publish(self, conversation_id: str, message_id: str, wires: list[dict[str, Any]]) -> None:
+        box = self._outbox.setdefault((conversation_id, message_id), [])
+        box += [(int(w["seq"]), json.dumps(w, ensure_ascii=False)) for w in wires]
+
+    async def _flushing(self) -> None:
+        while True:
+            await asyncio.sleep(FLUSH_EVERY)
+            try:
+                await self._flush()
+            except Exception as exc:
+                log.warning("publishing frames failed: %s", describe(exc))
+
+    async def _flush(self) -> None:
+        outbox, self._outbox = self._outbox, {}
+        for (conversation_id, message_id), frames in outbox.items():
+            await self.store.publish_frames(conversation_id, message_id, frames)
+
+    # -- frames in -------------------------------------------------------------------------
+
+    async def follow(self, message_id: str, follower: Follower, after: int = 0) -> None:
+        """Deliver the reply's published frames after number `after`, then each new batch."""
+        self._followers.setdefault(message_id, []).append(follower)
+        await self._read(message_id, follower, after)
+
+    def unfollow(self, message_id: str, follower: Follower) -> None:
+        followers = self._followers.get(message_id, [])
+        if follower in followers:
+            followers.remove(follower)
+        if not followers:
+            self._followers.pop(message_id, None)
+
+    async def _read(self, message_id: str, follower: Follower, after: int) -> None:
+        rows = await self.store.frames_after(message_id, after)
+        numbered: Numbered = []
+        for seq, text in rows:
+            frame = frame_of(json.loads(text))
+            if frame is not None:
+                numbered.append((seq, frame))
+        if numbered:
+            follower.release(numbered)
+
+    def _heard_frames(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+        try:
+            message_id = str(json.loads(payload)["m"])
+        except (ValueError, KeyError, TypeError):
+            return
+        for follower in list(self._followers.get(message_id, [])):
+            read = self._read(message_id, follower, follower.shown)
+            task = asyncio.get_running_loop().create_task(read)
+            self._reads.add(task)
+            task.add_done_callback(self._reads.discard)
+
+    # -- stop ------------------------------------------------------------------------------
+
+    async def request_cancel(self, conversation_id: str) -> bool:
+        lease = await self.store.lease_of(conversation_id)
+        if lease is None or lease.expired:
+            return False
+        payload = json.dumps({"cancel": conversation_id, "holder": lease.holder})
+        await self.store.notify(CONTROL_CHANNEL, payload)
+        return True
+
+    def _heard_control(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+        try:
+            request = json.loads(payload)
+            conversation_id, holder = str(request["cancel"]), str(request["holder"])
+        except (ValueError, KeyError, TypeError):
+            return
+        if holder == self.holder:
+            self._on_cancel(conversation_id)

@@ -39,8 +39,10 @@ from holdback.app import (
     uploads,
 )
 from holdback.app.auth import Authenticator
+from holdback.app.cluster import Cluster
 from holdback.app.limits import RequestLimits, SecurityHeaders
 from holdback.app.pipeline import ChatService
+from holdback.app.remote_replies import RemoteReplies
 from holdback.app.runtime import Runtime
 from holdback.app.sender import RAW_SEND
 from holdback.app.settings import Settings
@@ -135,6 +137,18 @@ async def build_runtime(settings: Settings, provider: Provider | None = None) ->
             service.moderation = moderation
             service.moderation_window = settings.moderation_window
             service.moderate_input = settings.moderate_input
+        # On PostgreSQL, several processes may share the store: replies are leased, their
+        # frames published, and Stop reaches whoever runs them (app/cluster.py). Started by
+        # the lifespan, in the server's own loop.
+        if not store.target.is_sqlite:
+            cluster = Cluster(
+                store,
+                store.target.listen_dsn(),
+                on_cancel=service.cancel_here,
+                lease_ttl=settings.lease_ttl,
+            )
+            service.cluster = cluster
+            service.remote = RemoteReplies(store, cluster)
     except BaseException:
         if moderation is not None:
             await moderation.aclose()
@@ -170,6 +184,9 @@ def create_app(
             await runtime.auth.passwords.prepare()
         if runtime.terms is not None:
             runtime.terms.start()
+        cluster = runtime.service.cluster
+        if cluster is not None:
+            await cluster.start()
         log.info(
             "holdback is ready (model%s %s, auth %s)",
             "s" if len(settings.models) > 1 else "",
@@ -182,6 +199,8 @@ def create_app(
             if runtime.terms is not None:
                 await runtime.terms.stop()
             await runtime.service.shutdown(settings.shutdown_grace)
+            if cluster is not None:
+                await cluster.close()
             if runtime.moderation is not None:
                 await runtime.moderation.aclose()
             if runtime.http is not None:

@@ -136,6 +136,7 @@ class Cluster:
                         self._held.discard(conversation_id)
                         self._on_cancel(conversation_id)
                 await self.store.close_expired_leases()
+                await self.store.forget_frames()  # those of replies long finished
             except Exception as exc:  # the next round tries again
                 log.warning("keeping leases failed: %s", describe(exc))
 

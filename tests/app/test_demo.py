@@ -1,23 +1,42 @@
-"""The leak demonstration: the same scripted reply through a naive replacer and through the
-real filter chain. The naive side must show the leak it exists to show (split tokens reach the
-wire, made-up values go out unscreened); the holdback side must show none of it.
+"""The leak demonstration: every scenario through every pipeline, judged on the wire.
+
+The rules these tests keep: `holdback demo --verify` exits 0 and prints the table the runs
+really produce (pinned here, so a change in what leaks is a visible change); holdback's side
+leaks nothing and each scenario defeats at least one naive design; the sockets send exactly
+the frames `--verify` judges; the oracle imports nothing it judges and finds a secret in every
+decoded form; and the demo is admitted like `/ws` (Host, Origin, credential).
 """
 
 from __future__ import annotations
 
-import itertools
-import re
+import ast
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from starlette.websockets import WebSocketDisconnect
 
-from holdback.app.demo import FORBIDDEN, REPLY, VAULT, script_chunks
+from holdback.app import demo, demo_oracle
+from holdback.app.demo_pipelines import NAIVE, PIPELINES
+from holdback.app.demo_scenarios import SCENARIOS
 from holdback.providers.demo import DemoProvider
 from tests.app.conftest import Accounts
-from tests.app.support import TestClient, content_of, make_settings, recv, running_app, send
+from tests.app.support import TestClient, make_settings, recv, running_app, send
 
-MADE_UP = "bob.smith@evil.example"
+# scenario -> leaks per pipeline (per_chunk, after_stream, tail_window, holdback)
+EXPECTED_LEAKS = {
+    "split": [1, 1, 0, 0],
+    "invented": [1, 1, 1, 0],
+    "forbidden": [1, 1, 0, 0],
+    "encoded": [2, 2, 2, 0],
+    "glued": [1, 1, 1, 0],
+    "tool_json": [1, 1, 1, 0],
+    "error_body": [2, 2, 2, 0],
+    "cut": [1, 1, 0, 0],
+}
 
 
 @pytest.fixture
@@ -26,99 +45,161 @@ def client(tmp_path: Path) -> Iterator[TestClient]:
         yield c
 
 
-def replay(client: TestClient, path: str) -> list[dict[str, object]]:
-    with client.websocket_connect(path) as ws:
-        send(ws, {"type": "start"})
-        frames = [recv(ws)]
-        while frames[-1]["type"] != "assistant_done":
-            frames.append(recv(ws))
+def test_verify_command_exits_0_with_the_table_the_runs_produce() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "holdback", "demo", "--verify"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[1].split() == ["scenario", *PIPELINES]
+    printed = {line.split()[0]: [int(n) for n in line.split()[1:]] for line in lines[2:10]}
+    assert printed == EXPECTED_LEAKS
+    assert lines[10].split() == ["total", "10", "10", "7", "0"]
+    assert "Corruption" in done.stdout
+    assert done.stdout.rstrip().endswith("OK: holdback's side leaked nothing in 8 scenarios")
+    results = demo.table()
+    for scenario in SCENARIOS:
+        counts = [len(results[scenario.id][p].leaks) for p in PIPELINES]
+        assert counts == EXPECTED_LEAKS[scenario.id]
+        assert any(counts[: len(NAIVE)]), f"{scenario.id} defeats no naive design"
+        assert results[scenario.id]["holdback"].corruption == []
+
+
+def test_verify_fails_when_holdbacks_side_leaks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The exit status is earned: holdback's column given per-chunk frames fails the run."""
+    original = demo.run
+    monkeypatch.setattr(
+        demo, "run", lambda s, p, **g: original(s, "per_chunk" if p == "holdback" else p, **g)
+    )
+
+    class Out:
+        text = ""
+
+        def write(self, s: str) -> None:
+            self.text += s
+
+    out = Out()
+    assert demo.verify(out) == 1  # type: ignore[arg-type]
+    assert "FAIL: holdback's side leaked 10 time(s)" in out.text
+
+
+def test_the_oracle_imports_nothing_it_judges() -> None:
+    tree = ast.parse(Path(demo_oracle.__file__).read_text())
+    imported = {
+        alias.name.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in (
+            node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")]
+        )
+    }
+    assert imported <= {"__future__", "html", "json", "re", "collections", "dataclasses", "typing"}
+
+
+def delta(text: str, channel: str = "content") -> str:
+    return json.dumps({"type": "assistant_delta", "channel": channel, "text": text})
+
+
+@pytest.mark.parametrize(
+    ("frames", "form"),
+    [
+        ([delta("to bob.smith@evil.example")], "verbatim"),
+        ([delta("to bob.smith@ev"), delta("il.example")], "verbatim"),
+        ([delta('{"to": "bob.smith\\u0040evil.example"}', "tool_call")], "json escape"),
+        ([delta("bob.smith&#64;evil&period;example")], "html entity"),
+        ([delta("**bob**.smith@evil\\.example")], "markdown"),
+        ([delta("BOB.SMITH@\u200bevil.example")], "normalized"),
+        ([json.dumps({"type": "error", "message": "no bob.smith@evil.example"})], "verbatim"),
+    ],
+)
+def test_the_oracle_finds_a_secret_in_every_form(frames: list[str], form: str) -> None:
+    verdict = demo_oracle.judge(frames, ["bob.smith@evil.example"], ["<EMAIL_1>"])
+    assert [(f.frame, f.form) for f in verdict.leaks] == [(len(frames), form)]
+
+
+def test_the_oracle_tells_corruption_from_leaks() -> None:
+    frames = [delta("mail <EMA"), delta("IL_1> and [redacted email]")]
+    verdict = demo_oracle.judge(frames, ["bob.smith@evil.example"], ["<EMAIL_1>"])
+    assert verdict.leaks == []
+    assert [(f.frame, f.offset, f.text) for f in verdict.corruption] == [
+        (1, 5, "<EMA"),
+        (2, 0, "IL_1>"),
+    ]
+
+
+def replay(client: TestClient, pipeline: str, scenario: str) -> list[str]:
+    with client.websocket_connect(f"/demo/ws/{pipeline}") as ws:
+        send(ws, {"type": "start", "scenario": scenario})
+        frames = [ws.receive_text()]
+        while json.loads(frames[-1])["type"] != "assistant_done":
+            frames.append(ws.receive_text())
         send(ws, {"type": "nonsense"})
         assert recv(ws)["code"] == "unknown_type"
     return frames
 
 
-def test_script_splits_tokens() -> None:
-    chunks = script_chunks()
-    assert "".join(chunks) == REPLY
-    boundaries = set(itertools.accumulate(len(c) for c in chunks))
-    split = [
-        m.group(0)
-        for m in re.finditer(r"<[A-Z_]+_\d+>", REPLY)
-        if any(m.start() < b < m.end() for b in boundaries)
-    ]
-    assert split, "the script must split at least one token across chunks"
+def test_the_sockets_send_exactly_what_verify_judges(client: TestClient) -> None:
+    for scenario in SCENARIOS:
+        for pipeline in PIPELINES:
+            received = replay(client, pipeline, scenario.id)
+            assert received == [raw for step in demo.encoded(scenario, pipeline) for raw in step]
 
 
-def test_naive_pipeline_leaks_and_holdback_does_not(client: TestClient) -> None:
-    naive = content_of(replay(client, "/demo/ws/naive"))
-    safe = content_of(replay(client, "/demo/ws/holdback"))
-    assert re.search(r"<[A-Z]", naive)  # fragments of split tokens reach the wire
-    assert MADE_UP in naive
-    assert FORBIDDEN[0] in naive
-    for token, value in VAULT.items():
-        assert value in safe
-        assert token.strip("<>") not in safe
-    assert "<" not in safe
-    assert MADE_UP not in safe
-    assert FORBIDDEN[0] not in safe
-    assert "[redacted email]" in safe
-    assert "[redacted]" in safe
-
-
-def test_demo_script_and_page(client: TestClient) -> None:
-    assert client.get("/demo/script").json() == {
-        "tokens": list(VAULT),
-        "values": list(VAULT.values()),
-    }
+def test_the_scenario_list_and_page(client: TestClient) -> None:
+    body = client.get("/demo/scenarios").json()
+    assert [p["id"] for p in body["pipelines"]] == list(PIPELINES)
+    assert [s["id"] for s in body["scenarios"]] == list(EXPECTED_LEAKS)
+    for s in body["scenarios"]:
+        assert s["secrets"]
+        assert s["steps"]
+        for value in s["values"]:
+            assert value not in s["upstream_sent"]  # the upstream saw tokens only
     assert client.get("/demo").status_code == 200
+    with client.websocket_connect("/demo/ws/holdback") as ws:
+        send(ws, {"type": "start", "scenario": "nope"})
+        assert recv(ws)["code"] == "unknown_type"
 
 
-def test_demo_socket_refuses_foreign_origins(client: TestClient) -> None:
-    from starlette.websockets import WebSocketDisconnect
-
+def test_demo_socket_refuses_foreign_origins_and_unknown_pipelines(client: TestClient) -> None:
     with (
         pytest.raises(WebSocketDisconnect),
         client.websocket_connect("/demo/ws/holdback", headers={"Origin": "http://evil.example"}),
     ):
         pass
+    with pytest.raises(WebSocketDisconnect), client.websocket_connect("/demo/ws/other"):
+        pass
 
 
 def test_demo_socket_refuses_foreign_host_names(client: TestClient) -> None:
     """DNS rebinding: without logins, only this machine's own names are answered (as /ws)."""
-    from starlette.websockets import WebSocketDisconnect
-
     with (
         pytest.raises(WebSocketDisconnect),
-        client.websocket_connect("/demo/ws/naive", headers={"Host": "rebound.example"}),
+        client.websocket_connect("/demo/ws/per_chunk", headers={"Host": "rebound.example"}),
     ):
         pass
-    assert client.get("/demo/script", headers={"Host": "rebound.example"}).status_code == 403
+    assert client.get("/demo/scenarios", headers={"Host": "rebound.example"}).status_code == 403
 
 
-def test_demo_sockets_need_a_login_when_the_server_has_logins(
-    tmp_path: Path, accounts: Accounts
-) -> None:
-    from starlette.websockets import WebSocketDisconnect
-
+def test_demo_needs_a_login_when_the_server_has_logins(tmp_path: Path, accounts: Accounts) -> None:
     settings = make_settings(tmp_path, auth="password")
     with running_app(settings, DemoProvider(chunk_delay=0)) as client:
-        for path in ("/demo/ws/naive", "/demo/ws/holdback"):
-            with pytest.raises(WebSocketDisconnect), client.websocket_connect(path):
+        for pipeline in PIPELINES:
+            with (
+                pytest.raises(WebSocketDisconnect),
+                client.websocket_connect(f"/demo/ws/{pipeline}"),
+            ):
                 pass
-        with client.websocket_connect("/demo/ws/holdback", headers=accounts.bearer("bob")) as ws:
-            send(ws, {"type": "start"})
-            assert recv(ws)["type"] == "assistant_delta"
-
-
-def test_the_demo_page_and_script_need_a_login_when_the_server_has_logins(
-    tmp_path: Path, accounts: Accounts
-) -> None:
-    settings = make_settings(tmp_path, auth="password")
-    with running_app(settings, DemoProvider(chunk_delay=0)) as client:
         page = client.get("/demo", follow_redirects=False)
         assert page.status_code == 303
         assert page.headers["location"] == "/"
-        assert client.get("/demo/script").status_code == 401
+        assert client.get("/demo/scenarios").status_code == 401
         bob = accounts.bearer("bob")
         assert client.get("/demo", headers=bob).status_code == 200
-        assert client.get("/demo/script", headers=bob).json()["tokens"]
+        assert client.get("/demo/scenarios", headers=bob).json()["scenarios"]
+        with client.websocket_connect("/demo/ws/holdback", headers=bob) as ws:
+            send(ws, {"type": "start", "scenario": "split"})
+            assert recv(ws)["type"] == "assistant_start"

@@ -1,100 +1,80 @@
-"""The leak demonstration: one scripted reply, replayed through two pipelines side by side.
+"""The leak demonstration's routes, and `verify`, the same runs judged without a browser.
 
-`/demo/ws/naive` replaces whole tokens chunk by chunk, as a naive proxy would, so every token
-the stream splits (`<EMAIL_` + `1>`) reaches the wire as fragments, and the values the model
-made up on its own go out unscreened. `/demo/ws/holdback` runs the same chunks through the real
-filter chain, through the same `ReplyMachine` every real reply goes out of. The naive pipeline
-exists only here, behind its own routes: nothing else can select it, and it never touches a
-real conversation or the store. Its sockets are admitted like `/ws`: the Host, the Origin and
-the credential are checked (and the script's JSON answers only to the server's own address).
+The rule it keeps: what `/demo` shows is measured on the bytes that crossed the wire, and the
+demonstration is admitted like the chat. `/demo/ws/{pipeline}` plays one scenario
+(`demo_scenarios`) through one pipeline (`demo_pipelines`: three naive designs, or holdback's
+real chain under this server's guard settings) and sends each frame as the chat's sender
+encodes it; `verify` encodes the same frames the same way and judges them with the oracle that
+shares no code with the pipelines (`demo_oracle`). The sockets are admitted as `/ws` is (Host,
+Origin, credential); the page needs a sign-in when the server has logins, and the scenario
+list answers only to the server's own address. Nothing here touches a conversation or the
+store.
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
+from typing import Any, TextIO, cast
 
+import orjson
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from holdback.app.demo_oracle import Verdict, judge
+from holdback.app.demo_pipelines import PIPELINES, TITLES, Pipeline, run
+from holdback.app.demo_scenarios import BY_ID, SCENARIOS, Scenario
 from holdback.app.runtime import Runtime
-from holdback.app.sender import encode
 from holdback.app.ws import admit
-from holdback.detect import default_detectors
-from holdback.providers.events import End, TextDelta
-from holdback.reply.frames import AssistantDelta, AssistantDone, ErrorFrame, Frame
-from holdback.reply.machine import ReplyMachine
-from holdback.stream import Guard, ReplyFilter, Restorer, forbidden_matcher
-from holdback.stream.projection import ProjectionMode
-from holdback.stream.restorer import json_escape
-
-VAULT = {
-    "<EMAIL_1>": "sarah.connor@cyberdyne.example",
-    "<PHONE_1>": "+1 (415) 555-2671",
-    "<CLIENT_1>": "Acme Holdings",
-    "<IBAN_1>": "DE89 3704 0044 0532 0130 00",
-}
-FORBIDDEN = ["db01.corp.internal"]
-REPLY = (
-    "Sure. I'll email <EMAIL_1> today and call <PHONE_1> tomorrow morning.\n\n"
-    "The <CLIENT_1> renewal looks fine; the refund goes to <IBAN_1>. "
-    "I'll also loop in bob.smith@evil.example, who looks after db01.corp.internal."
-)
+from holdback.reply.frames import ErrorFrame
 
 
-def script_chunks(seed: int = 7) -> list[str]:
-    """The reply in chunks of 1–6 characters, as a model streams it, splitting the tokens."""
-    rng = random.Random(seed)
-    chunks: list[str] = []
-    i = 0
-    while i < len(REPLY):
-        n = rng.randint(1, 6)
-        chunks.append(REPLY[i : i + n])
-        i += n
-    return chunks
+def encoded(scenario: Scenario, pipeline: Pipeline, **guard: Any) -> list[list[str]]:
+    """The frames of one run, step by step, as the socket sends them (`sender.encode`'s
+    serializer)."""
+    return [[orjson.dumps(f).decode() for f in step] for step in run(scenario, pipeline, **guard)]
 
 
-class NaiveReplacer:
-    """Per-chunk replacement: the broken design the demo exists to show. Demo use only."""
-
-    def feed(self, chunk: str) -> str:
-        for token, value in VAULT.items():
-            chunk = chunk.replace(token, value)
-        return chunk
-
-    def flush(self) -> str:
-        return ""
+def verdict(scenario: Scenario, pipeline: Pipeline, **guard: Any) -> Verdict:
+    frames = [raw for step in encoded(scenario, pipeline, **guard) for raw in step]
+    return judge(frames, scenario.secrets, list(scenario.vault))
 
 
-def holdback_filter(
-    projection: ProjectionMode = "markdown", json_values: bool = False
-) -> ReplyFilter:
-    guard = Guard(
-        default_detectors(),
-        forbidden=forbidden_matcher(FORBIDDEN),
-        vault=VAULT,
-        projection=projection,
-    )
-    return ReplyFilter(guard, Restorer(VAULT, escape=json_escape if json_values else None))
+def table() -> dict[str, dict[str, Verdict]]:
+    """Every scenario through every pipeline: scenario id -> pipeline -> verdict."""
+    return {s.id: {p: verdict(s, p) for p in PIPELINES} for s in SCENARIOS}
 
 
-def _naive_frames(message_id: str) -> list[list[Frame]]:
-    naive = NaiveReplacer()
-    frames: list[list[Frame]] = []
-    for chunk in script_chunks():
-        text = naive.feed(chunk)
-        frames.append([AssistantDelta("demo", message_id, "content", text)] if text else [])
-    frames.append([AssistantDone("demo", message_id, "stop", "complete")])
-    return frames
+def verify(out: TextIO) -> int:
+    """`holdback demo --verify`: print the table; 1 if holdback's side leaked anything."""
+    results = table()
+    width = max(len(s.id) for s in SCENARIOS) + 2
+    cols = [max(len(p), 5) + 2 for p in PIPELINES]
 
+    def row(first: str, cells: list[str]) -> str:
+        return first.ljust(width) + "".join(c.rjust(w) for c, w in zip(cells, cols, strict=True))
 
-def _holdback_frames(message_id: str) -> list[list[Frame]]:
-    machine = ReplyMachine("demo", message_id, holdback_filter)
-    frames = [machine.receive(TextDelta("content", chunk)) for chunk in script_chunks()]
-    frames.append([*machine.receive(End("stop", None)), *machine.done(stored=True)])
-    return frames
+    for heading, part in (
+        ("Leaks (secrets the viewer saw, in any decoded form)", "leaks"),
+        ("Corruption (token fragments shown; not leaks)", "corruption"),
+    ):
+        counts = {
+            s.id: [len(getattr(results[s.id][p], part)) for p in PIPELINES] for s in SCENARIOS
+        }
+        print(heading, file=out)
+        print(row("scenario", list(PIPELINES)), file=out)
+        for s in SCENARIOS:
+            print(row(s.id, [str(n) for n in counts[s.id]]), file=out)
+        totals = [sum(counts[s.id][i] for s in SCENARIOS) for i in range(len(PIPELINES))]
+        print(row("total", [str(n) for n in totals]), file=out)
+        print(file=out)
+    leaked = sum(len(results[s.id]["holdback"].leaks) for s in SCENARIOS)
+    if leaked:
+        print(f"FAIL: holdback's side leaked {leaked} time(s)", file=out)
+        return 1
+    print(f"OK: holdback's side leaked nothing in {len(SCENARIOS)} scenarios", file=out)
+    return 0
 
 
 async def _signed_in(request: Request) -> bool:
@@ -110,7 +90,7 @@ async def demo_page(request: Request) -> Response:
     return FileResponse(runtime.web_dir / "demo.html")
 
 
-async def demo_script(request: Request) -> Response:
+async def demo_scenarios(request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
     if not runtime.auth.host_allowed(request):
         return JSONResponse(
@@ -119,15 +99,31 @@ async def demo_script(request: Request) -> Response:
         )
     if not await _signed_in(request):
         return JSONResponse({"code": "unauthorized", "message": "sign in first"}, status_code=401)
-    return JSONResponse({"tokens": list(VAULT), "values": list(VAULT.values())})
+    return JSONResponse(
+        {
+            "pipelines": [{"id": p, "title": TITLES[p]} for p in PIPELINES],
+            "scenarios": [s.wire() for s in SCENARIOS],
+        }
+    )
 
 
-async def _replay(websocket: WebSocket, naive: bool) -> None:
+async def _error(websocket: WebSocket, detail: str) -> None:
+    await websocket.send_text(
+        orjson.dumps(ErrorFrame("unknown_type", detail=detail).wire()).decode()
+    )
+
+
+async def demo_socket(websocket: WebSocket) -> None:
     runtime: Runtime = websocket.app.state.runtime
     if await admit(websocket) is None:  # the same Host, Origin and credential rules as /ws
         return
+    pipeline = cast(Pipeline, websocket.path_params["pipeline"])
+    if pipeline not in PIPELINES:
+        await websocket.close(code=1008)
+        return
     await websocket.accept()
     delay = max(runtime.settings.demo_chunk_delay, 0.0)
+    guard = {"mode": runtime.settings.guard_mode, "window": runtime.settings.guard_window}
     try:
         while True:
             try:
@@ -137,31 +133,22 @@ async def _replay(websocket: WebSocket, naive: bool) -> None:
                 await websocket.close(code=1000, reason="idle")
                 return
             if not isinstance(message, dict) or message.get("type") != "start":
-                await websocket.send_text(
-                    encode(ErrorFrame("unknown_type", detail="send start").wire())
-                )
+                await _error(websocket, "send start")
                 continue
-            message_id = "demo-naive" if naive else "demo-holdback"
-            steps = _naive_frames(message_id) if naive else _holdback_frames(message_id)
-            for step in steps:
-                for frame in step:
-                    await websocket.send_text(encode(frame.wire()))
+            scenario = BY_ID.get(str(message.get("scenario", "split")))
+            if scenario is None:
+                await _error(websocket, "no such scenario")
+                continue
+            for step in encoded(scenario, pipeline, **guard):
+                for raw in step:
+                    await websocket.send_text(raw)
                 await asyncio.sleep(delay)
     except (WebSocketDisconnect, ValueError):
         return
 
 
-async def naive_socket(websocket: WebSocket) -> None:
-    await _replay(websocket, naive=True)
-
-
-async def holdback_socket(websocket: WebSocket) -> None:
-    await _replay(websocket, naive=False)
-
-
 routes = [
     Route("/demo", demo_page),
-    Route("/demo/script", demo_script),
-    WebSocketRoute("/demo/ws/naive", naive_socket),
-    WebSocketRoute("/demo/ws/holdback", holdback_socket),
+    Route("/demo/scenarios", demo_scenarios),
+    WebSocketRoute("/demo/ws/{pipeline}", demo_socket),
 ]

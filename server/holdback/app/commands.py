@@ -65,6 +65,12 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     )
     _server_flags(demo)
     demo.add_argument("--open", action="store_true", help="also open it in a browser")
+    demo.add_argument(
+        "--verify",
+        action="store_true",
+        help="instead of serving, run every scenario headless and print the leaks per pipeline; "
+        "exit status 1 if holdback's side leaked anything (docs/demo.md)",
+    )
     demo.set_defaults(handler=run_demo)
 
     user = subparsers.add_parser("user", help="manage users (for --auth password)")
@@ -342,6 +348,10 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    if args.verify:
+        from holdback.app.demo import verify
+
+        return verify(sys.stdout)
     settings = settings_from(args)
     if args.open:
         import threading

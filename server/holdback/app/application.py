@@ -31,6 +31,7 @@ from holdback.app import (
     chat_settings_api,
     demo,
     export_api,
+    health_api,
     http_api,
     models_api,
     search_api,
@@ -209,6 +210,7 @@ def create_app(
 
     routes = [
         *http_api.routes,
+        *health_api.routes,
         *chat_settings_api.routes,
         *admin_api.routes,
         *terms_api.routes,

@@ -162,18 +162,18 @@ async def test_a_lease_that_named_no_reply_closes_its_unfinished_replies(store: 
     assert_closed_by_server(await message(store, chat, reply))
 
 
+async def race(on: Store, chat: str, holder: str, results: list[tuple[str, LeaseTaken]]) -> None:
+    results.append((holder, await on.acquire_lease(chat, None, holder, ttl=60)))
+
+
 async def test_two_stores_racing_for_a_lease_give_it_to_one(store: Store, other: Store) -> None:
     for _ in range(5):
         chat = store.new_conversation_id()
         results: list[tuple[str, LeaseTaken]] = []
-
-        async def take(on: Store, holder: str, chat: str = chat) -> None:
-            results.append((holder, await on.acquire_lease(chat, None, holder, ttl=60)))
-
         with anyio.fail_after(60):
             async with anyio.create_task_group() as tg:
                 for n in range(16):
-                    tg.start_soon(take, store if n % 2 else other, f"h{n}")
+                    tg.start_soon(race, store if n % 2 else other, chat, f"h{n}", results)
         winners = [holder for holder, taken in results if taken.ok]
         assert len(results) == 16
         assert len(winners) == 1

@@ -12,7 +12,7 @@ decided either: `hold` moves back to its start, so every overlap cluster is deci
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from holdback.detect.base import Detector, Finding
@@ -42,6 +42,14 @@ class DetectorSet:
         self._rank = {kind: i for i, kind in enumerate(SPECIFICITY)}
         for kind in kinds:
             self._rank.setdefault(kind, len(self._rank))
+        # A detector whose values have a canonical key of their own (every form of a listed
+        # person names one person) normalizes the values of its kind.
+        self._canonical: dict[str, Callable[[str], str]] = {}
+        for d in self.detectors:
+            canonical = getattr(d, "canonical", None)
+            if callable(canonical):
+                for kind in d.kinds:
+                    self._canonical.setdefault(kind, canonical)
 
     @classmethod
     def from_config(
@@ -51,11 +59,12 @@ class DetectorSet:
         phone_region: str | None = None,
         phone_regions: Sequence[str] = (),
         entropy_secrets: bool = False,
+        extra: Sequence[Detector] = (),
     ) -> DetectorSet:
         """The built-in detectors and one term list per kind. Phone numbers are read in
         `phone_region`, the default (else the first of `phone_regions`, else the US), and in
         every region of `phone_regions`; `entropy_secrets` adds the detector of long
-        random-looking strings."""
+        random-looking strings; `extra` are a team's own detectors (patterns, people)."""
         regions = list(phone_regions)
         default = phone_region or (regions[0] if regions else "US")
         detectors: list[Detector] = list(
@@ -63,6 +72,7 @@ class DetectorSet:
         )
         for kind, terms in (dictionaries or {}).items():
             detectors.append(TermMatcher(kind, terms))
+        detectors.extend(extra)
         return cls(detectors, phone_regions=[default, *regions])
 
     def with_detectors(self, detectors: Sequence[Detector]) -> DetectorSet:
@@ -72,6 +82,9 @@ class DetectorSet:
     def normalize(self, kind: str, value: str, *, phone_region: str | None = None) -> str:
         """A value's normalized form, the vault's key for it: a phone number is read in
         `phone_region` if given, else in this set's default region, then in its others."""
+        canonical = self._canonical.get(kind)
+        if canonical is not None:
+            return canonical(value)
         regions = self.phone_regions
         first = (phone_region or regions[0]).upper()
         return normalize_value(kind, value, phone_region=first, phone_regions=regions)

@@ -1,158 +1,141 @@
 /**
- * Finding leaked token fragments in raw WebSocket frames (the leak demonstration).
+ * The leak demonstration's judge in the browser: what in the raw frames the viewer must not see.
  *
- * The rule this module keeps: a leak is any piece of a vault token that reached the browser:
- * a whole token, or a substring of a token at least two characters long that contains one of
- * the token's structural characters `<`, `>` or `_` (so `<EMA` and `L_1>` count, while a
- * plain word that happens to appear inside a token name does not). Leaks are searched in the
- * decoded reply text of a frame and reported as ranges of the raw frame text, so a page can
- * highlight the verbatim frame, whatever escapes the server's JSON encoder used.
- * Pure functions, no DOM.
+ * The rule this module keeps: it judges the frames exactly as received, and shares no code with
+ * the server's pipelines or with the server's own judge (server/holdback/app/demo_oracle.py).
+ * It is a second, separate implementation of the one definition in docs/demo.md, so the page's
+ * counts and `holdback demo --verify`'s table agree only if both are right.
+ *
+ * A leak is a secret (a value the model made up, a forbidden term, what an error body quoted)
+ * found whole in what a frame shows: a stream's text joined across its frames (per channel and
+ * per tool call), or any other string in the frame. It is looked for verbatim, then with JSON
+ * escapes decoded, then HTML character references, then markdown escapes and emphasis marks
+ * taken out, then ignoring case, white space and invisible characters. Each secret counts once,
+ * at the first frame that shows it. Corruption (a piece of a vault token on screen) is counted
+ * apart. No DOM is touched except an inert DOMParser document, for character references.
  */
 
-const STRUCTURAL = /[<>_]/;
+const SIMPLE = { '"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' };
+const JSON_ESCAPE = /\\(u[0-9a-fA-F]{4}|["\\/bfnrt])/g;
+const MD_ESCAPE = /\\([!-/:-@[-`{-~])/g;
+const MD_MARKS = /[*_`~]/g;
+const INVISIBLE = /[\s\u00ad\u200b-\u200f\u2060\ufeff]+/g;
+const FRAGMENT = /<?[A-Z][A-Z0-9]*_[0-9]+>|<[A-Z][A-Z0-9_]*/g;
 
-/**
- * Ranges [start, end) of `text` covered by token fragments, merged and sorted.
- * `tokens` are the token texts (`<EMAIL_1>`); matching is exact (case-sensitive).
- */
-export function findLeakRanges(text, tokens) {
-  const usable = tokens.filter((t) => typeof t === 'string' && t.length >= 2);
-  const maxLen = Math.max(0, ...usable.map((t) => t.length));
-  const covered = [];
-  for (let i = 0; i < text.length; i += 1) {
-    for (let len = Math.min(maxLen, text.length - i); len >= 2; len -= 1) {
-      const piece = text.slice(i, i + len);
-      if (!STRUCTURAL.test(piece)) continue;
-      if (usable.some((t) => t.includes(piece))) {
-        covered.push([i, i + len]);
-        break;
-      }
-    }
-  }
-  return mergeRanges(covered);
+export function jsonUnescape(text) {
+  return text.replace(JSON_ESCAPE, (_, esc) => (esc[0] === 'u' ? String.fromCharCode(parseInt(esc.slice(1), 16)) : SIMPLE[esc]));
 }
 
-/** Merge overlapping ranges (two whole tokens side by side stay two leaks). */
-export function mergeRanges(ranges) {
-  const sorted = [...ranges].sort((a, b) => a[0] - b[0]);
-  const merged = [];
-  for (const [start, end] of sorted) {
-    const last = merged[merged.length - 1];
-    if (last && start < last[1]) last[1] = Math.max(last[1], end);
-    else merged.push([start, end]);
-  }
-  return merged;
+let parser = null;
+/** Decode HTML character references once (tags stay text), as an HTML parser reads text. */
+export function decodeEntities(text) {
+  if (!text.includes('&')) return text;
+  parser ??= new DOMParser();
+  const doc = parser.parseFromString(`<!doctype html><body>${text.replaceAll('<', '&lt;')}`, 'text/html');
+  return doc.body.textContent ?? '';
 }
 
-/** Ranges of `text` where any of `values` occurs whole (for showing restored values). */
-export function findValueRanges(text, values) {
-  const ranges = [];
-  for (const value of values) {
-    if (typeof value !== 'string' || value === '') continue;
-    for (let at = text.indexOf(value); at !== -1; at = text.indexOf(value, at + value.length)) {
-      ranges.push([at, at + value.length]);
-    }
-  }
-  return mergeRanges(ranges);
+const markdown = (text) => text.replace(MD_ESCAPE, '$1').replace(MD_MARKS, '');
+const normalized = (text) => text.replace(INVISIBLE, '').toLowerCase();
+
+/** The forms a viewer could read `text` in, each decoding more than the one before. */
+export function views(text) {
+  const json = jsonUnescape(text);
+  const entities = decodeEntities(json);
+  const md = markdown(entities);
+  return [['verbatim', text], ['json escape', json], ['html entity', entities], ['markdown', md], ['normalized', normalized(md)]];
 }
 
-const SIMPLE_ESCAPES = { '"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' };
+function secretForm(secret, form) {
+  if (form === 'markdown') return markdown(secret);
+  if (form === 'normalized') return normalized(markdown(secret));
+  return secret;
+}
 
-/**
- * Decode the JSON string literal whose opening quote is at `raw[at]`. Returns
- * {value, starts, ends, next}: the decoded string, for each decoded UTF-16 unit the raw range
- * it came from, and the index just past the closing quote; null if the literal is malformed.
- */
-export function decodeJsonString(raw, at) {
-  if (raw[at] !== '"') return null;
-  let value = '';
-  const starts = [];
-  const ends = [];
-  let i = at + 1;
-  while (i < raw.length) {
-    const ch = raw[i];
-    if (ch === '"') return { value, starts, ends, next: i + 1 };
-    if (ch === '\\') {
-      const esc = raw[i + 1];
-      if (esc === 'u') {
-        const hex = raw.slice(i + 2, i + 6);
-        if (!/^[0-9a-fA-F]{4}$/.test(hex)) return null;
-        value += String.fromCharCode(parseInt(hex, 16));
-        starts.push(i);
-        ends.push(i + 6);
-        i += 6;
-      } else if (esc in SIMPLE_ESCAPES) {
-        value += SIMPLE_ESCAPES[esc];
-        starts.push(i);
-        ends.push(i + 2);
-        i += 2;
-      } else {
-        return null;
-      }
-    } else {
-      value += ch;
-      starts.push(i);
-      ends.push(i + 1);
-      i += 1;
-    }
+function find(text, secret, before) {
+  const now = views(text);
+  const prior = views(before);
+  for (let i = 0; i < now.length; i += 1) {
+    const at = now[i][1].indexOf(secretForm(secret, now[i][0]));
+    if (at !== -1) return { form: now[i][0], offset: Math.max(at - prior[i][1].length, 0) };
   }
   return null;
 }
 
-/**
- * The value of every `"text": "..."` member in a raw JSON frame, with its raw mapping.
- * Keys are recognised as string literals followed by a colon.
- */
-export function textMembers(raw) {
-  const members = [];
-  let lastKey = null;
-  let i = 0;
-  while (i < raw.length) {
-    if (raw[i] !== '"') {
-      i += 1;
-      continue;
-    }
-    const literal = decodeJsonString(raw, i);
-    if (!literal) return members;
-    let j = literal.next;
-    while (j < raw.length && /\s/.test(raw[j])) j += 1;
-    if (raw[j] === ':') {
-      lastKey = literal.value;
-    } else {
-      if (lastKey === 'text') members.push(literal);
-      lastKey = null;
-    }
-    i = literal.next;
+function* strings(value, path = '') {
+  if (typeof value === 'string') yield [path, value];
+  else if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i += 1) yield* strings(value[i], `${path}[${i}]`);
+  } else if (value !== null && typeof value === 'object') {
+    for (const [key, item] of Object.entries(value)) yield* strings(item, path ? `${path}.${key}` : key);
   }
-  return members;
 }
 
 /**
- * Split a raw frame into segments {text, kind} where kind is "leak", "value" or null, for
- * highlighting. Only the reply text (`text` members) is searched. `leaks` counts leak segments.
+ * Judge a run: `rawFrames` as received (strings). Returns {leaks, corruption}, each a list of
+ * {frame (1-based), offset, field, form, text}.
  */
-export function classifyFrame(raw, tokens, values = []) {
-  const marks = [];
-  for (const literal of textMembers(raw)) {
-    const leakRanges = findLeakRanges(literal.value, tokens);
-    const valueRanges = findValueRanges(literal.value, values)
-      .filter(([s, e]) => !leakRanges.some(([ls, le]) => s < le && ls < e));
-    const toRaw = ([s, e]) => [literal.starts[s], literal.ends[e - 1]];
-    for (const r of leakRanges) marks.push([...toRaw(r), 'leak']);
-    for (const r of valueRanges) marks.push([...toRaw(r), 'value']);
+export function judge(rawFrames, secrets, tokens) {
+  const usable = tokens.filter((t) => typeof t === 'string' && t.length >= 2);
+  const leaks = [];
+  const corruption = [];
+  const seen = new Set();
+  const streams = new Map();
+  rawFrames.forEach((raw, index) => {
+    const number = index + 1;
+    let frame;
+    try {
+      frame = JSON.parse(raw);
+    } catch {
+      frame = raw;
+    }
+    const places = [];
+    for (const [path, value] of strings(frame)) {
+      if (path === 'text' && frame?.type === 'assistant_delta') {
+        const key = `${frame.channel}:${frame.call_id ?? ''}`;
+        const before = streams.get(key) ?? '';
+        streams.set(key, before + value);
+        places.push(['text', before + value, before]);
+      } else {
+        places.push([path, value, '']);
+      }
+      for (const m of value.matchAll(FRAGMENT)) {
+        const piece = m[0];
+        if (piece.length >= 2 && usable.some((t) => t.includes(piece) || piece.includes(t))) {
+          corruption.push({ frame: number, offset: m.index, field: path, form: 'verbatim', text: piece });
+        }
+      }
+    }
+    for (const secret of secrets) {
+      if (seen.has(secret)) continue;
+      for (const [path, text, before] of places) {
+        const found = find(text, secret, before);
+        if (found) {
+          seen.add(secret);
+          leaks.push({ frame: number, offset: found.offset, field: path, form: found.form, text: secret });
+          break;
+        }
+      }
+    }
+  });
+  return { leaks, corruption };
+}
+
+/** Ranges [start, end) of `raw` where any of `needles` occurs verbatim (for highlighting). */
+export function verbatimRanges(raw, needles) {
+  const ranges = [];
+  for (const needle of needles) {
+    if (!needle) continue;
+    for (let at = raw.indexOf(needle); at !== -1; at = raw.indexOf(needle, at + needle.length)) {
+      ranges.push([at, at + needle.length]);
+    }
   }
-  marks.sort((a, b) => a[0] - b[0]);
-  const segments = [];
-  let last = 0;
-  let leaks = 0;
-  for (const [start, end, kind] of marks) {
-    if (start < last) continue;
-    if (start > last) segments.push({ text: raw.slice(last, start), kind: null });
-    segments.push({ text: raw.slice(start, end), kind });
-    if (kind === 'leak') leaks += 1;
-    last = end;
+  ranges.sort((a, b) => a[0] - b[0]);
+  const merged = [];
+  for (const [s, e] of ranges) {
+    const last = merged[merged.length - 1];
+    if (last && s < last[1]) last[1] = Math.max(last[1], e);
+    else merged.push([s, e]);
   }
-  if (last < raw.length) segments.push({ text: raw.slice(last), kind: null });
-  return { segments, leaks };
+  return merged;
 }

@@ -133,7 +133,7 @@ def test_titles_refuse_nul_like_messages(client: TestClient) -> None:
         ("GET", "/app.js"),
         ("GET", "/style.css"),
         ("GET", "/demo"),
-        ("GET", "/demo/script"),
+        ("GET", "/demo/scenarios"),
         ("GET", "/healthz"),
         ("GET", "/api/session"),
         ("GET", "/api/conversations"),

@@ -203,3 +203,32 @@ def test_demo_needs_a_login_when_the_server_has_logins(tmp_path: Path, accounts:
         with client.websocket_connect("/demo/ws/holdback", headers=bob) as ws:
             send(ws, {"type": "start", "scenario": "split"})
             assert recv(ws)["type"] == "assistant_start"
+
+
+def test_the_checker_in_docs_demo_md_agrees_with_verify(tmp_path: Path) -> None:
+    """docs/demo.md's standalone checker, run on runs shaped like the page's download."""
+    doc = (Path(__file__).parents[2] / "docs" / "demo.md").read_text()
+    checker = tmp_path / "check_run.py"
+    checker.write_text(doc.split("```python\n", 1)[1].split("```", 1)[0])
+    results = demo.table()
+    for scenario in SCENARIOS:
+        run = tmp_path / f"{scenario.id}.jsonl"
+        lines = [{"kind": "scenario", **scenario.wire(), "pipelines": list(PIPELINES)}]
+        for pipeline in PIPELINES:
+            for n, raw in enumerate(
+                (raw for step in demo.encoded(scenario, pipeline) for raw in step), 1
+            ):
+                lines.append({"kind": "frame", "pipeline": pipeline, "n": n, "t_ms": 0, "raw": raw})
+        run.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        done = subprocess.run(
+            [sys.executable, str(checker), str(run)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
+        printed = {line.split(":")[0]: int(line.split()[1]) for line in done.stdout.splitlines()}
+        assert printed == {p: len(results[scenario.id][p].leaks) for p in PIPELINES}, (
+            scenario.id,
+            done.stdout,
+        )

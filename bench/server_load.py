@@ -23,7 +23,7 @@ default; `both` is the first two), each server one after the other:
 profile of one server during one window of one workload. Results go to
 bench/results/server_load*.md/.json.
 
-    .venv/bin/python bench/server_load.py                  # all three workloads, ~15 minutes
+    .venv/bin/python bench/server_load.py                  # all four workloads, ~20 minutes
     .venv/bin/python bench/server_load.py --workload burst --burst-ns 100,300
     .venv/bin/python bench/server_load.py --workload watchers --watch-ks 1,5,20 --watch-rounds 5
     .venv/bin/python bench/server_load.py --workload moderation --servers relay-aiohttp --base HEAD

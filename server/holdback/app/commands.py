@@ -169,6 +169,20 @@ def _server_flags(parser: argparse.ArgumentParser) -> None:
         "(HOLDBACK_SENSITIVE_TERMS, separated by commas)",
     )
     parser.add_argument(
+        "--patterns",
+        metavar="FILE",
+        help="a TOML file of the team's identifier formats (label, regexes, context words, "
+        "validator, examples), masked like detected values (HOLDBACK_PATTERNS; "
+        "docs/detectors.md)",
+    )
+    parser.add_argument(
+        "--people",
+        metavar="FILE",
+        help="a CSV file of the team's people (given names, family name, aliases), found in "
+        "every form people write them, one token per person (HOLDBACK_PEOPLE; "
+        "docs/detectors.md)",
+    )
+    parser.add_argument(
         "--forbidden-terms",
         nargs="+",
         metavar="FILE",
@@ -218,6 +232,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
             auth=args.auth,
             sensitive_terms=args.sensitive_terms,
             forbidden_terms=args.forbidden_terms,
+            patterns=args.patterns,
+            people=args.people,
             guard_mode=args.guard_mode,
             moderation=args.moderation,
             moderate_input=args.moderate_input,

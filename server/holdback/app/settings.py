@@ -37,6 +37,8 @@ class Settings:
     auth: AuthMode = "none"
     sensitive_terms: tuple[Path, ...] = ()
     forbidden_terms: tuple[Path, ...] = ()
+    patterns_file: Path | None = None  # a team's identifier formats (TOML), docs/detectors.md
+    people_file: Path | None = None  # a team's people (CSV), docs/detectors.md
     guard_mode: GuardMode = "redact"
     guard_window: int = DEFAULT_WINDOW
     phone_region: str = "US"  # the default region: how a national number is read first
@@ -117,6 +119,19 @@ def _split(value: str) -> tuple[str, ...]:
 def _split_paths(value: str) -> tuple[str, ...]:
     """A list of files separated by commas or by the system's path separator."""
     return _split(value.replace(os.pathsep, ","))
+
+
+def _team_files(patterns: str | None, people: str | None) -> tuple[Path | None, Path | None]:
+    """The patterns and people files, loaded once here: one that cannot be used refuses the
+    start, with the entry or line and the reason."""
+    from holdback.app.team_detectors import team_detectors
+
+    files = (
+        Path(patterns).expanduser() if patterns else None,
+        Path(people).expanduser() if people else None,
+    )
+    team_detectors(*files)
+    return files
 
 
 def _int(value: str, name: str, low: int, high: int) -> int:
@@ -211,6 +226,8 @@ def resolve(
     auth: str | None = None,
     sensitive_terms: Sequence[str] | None = None,
     forbidden_terms: Sequence[str] | None = None,
+    patterns: str | None = None,
+    people: str | None = None,
     guard_mode: str | None = None,
     moderation: str | None = None,
     moderate_input: bool | None = None,
@@ -254,6 +271,9 @@ def resolve(
         else _split_paths(env.get("HOLDBACK_FORBIDDEN_TERMS", ""))
     )
     data = pick(data_dir, "HOLDBACK_DATA_DIR")
+    patterns_file, people_file = _team_files(
+        pick(patterns, "HOLDBACK_PATTERNS"), pick(people, "HOLDBACK_PEOPLE")
+    )
     phone_regions = _phone_regions(env)
     models = _models(model, env)
     return Settings(
@@ -266,6 +286,8 @@ def resolve(
         auth=auth_value,  # type: ignore[arg-type]
         sensitive_terms=tuple(Path(p) for p in sensitive),
         forbidden_terms=tuple(Path(p) for p in forbidden),
+        patterns_file=patterns_file,
+        people_file=people_file,
         guard_mode=mode,  # type: ignore[arg-type]
         guard_window=_int(
             env.get("HOLDBACK_GUARD_WINDOW", str(DEFAULT_WINDOW)),

@@ -3,9 +3,10 @@
 The rules:
 - The detectors come from the settings and the store's term lists (`detectors_for`, the one
   place they are built): a sensitive list adds a dictionary of its kind, every forbidden list
-  goes into the forbidden matcher. `--sensitive-terms` and `--forbidden-terms` files are saved
-  into the store at start, so they are lists like any other (and a file wins at the next
-  start over an edit made to its list since).
+  goes into the forbidden matcher; a team's `--patterns` and `--people` files add their
+  detectors (`team_detectors`, loaded once per change of the file). `--sensitive-terms` and
+  `--forbidden-terms` files are saved into the store at start, so they are lists like any
+  other (and a file wins at the next start over an edit made to its list since).
 - A change made here (`reload`, after an admin's edit) holds at once; one made elsewhere (the
   command line, another server) within `POLL_SECONDS`, by a cheap look at the lists' count
   and last change. New messages use the new detectors; a reply under way keeps its own.
@@ -21,6 +22,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from holdback.app.settings import Settings
+from holdback.app.team_detectors import team_detectors
 from holdback.detect import DetectorSet, TermMatcher
 from holdback.errors import HoldbackError, describe
 from holdback.store.records import TermList
@@ -46,6 +48,7 @@ def detectors_for(
         phone_region=settings.phone_region,
         phone_regions=settings.phone_regions,
         entropy_secrets=settings.entropy_secrets,
+        extra=team_detectors(settings.patterns_file, settings.people_file),
     )
     return detectors, forbidden_matcher(forbidden_terms) if forbidden_terms else None
 

@@ -19,6 +19,10 @@ from holdback.errors import ConfigurationError
 from holdback.providers.demo import DemoProvider
 from tests.app.support import make_settings, run_cli, running_app
 
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+PATTERNS = str(DOCS / "patterns.example.toml")
+PEOPLE = str(DOCS / "people.example.csv")
+
 # One usable, non-default value per flag: (flag value(s), environment value, attribute, expected).
 SAMPLES: dict[str, tuple[list[str], str, str, object]] = {
     "host": (["127.0.0.2"], "127.0.0.2", "host", "127.0.0.2"),
@@ -44,6 +48,8 @@ SAMPLES: dict[str, tuple[list[str], str, str, object]] = {
         "forbidden_terms",
         (Path("/t/hosts.txt"),),
     ),
+    "patterns": ([PATTERNS], PATTERNS, "patterns_file", Path(PATTERNS)),
+    "people": ([PEOPLE], PEOPLE, "people_file", Path(PEOPLE)),
     "guard_mode": (["block"], "block", "guard_mode", "block"),
     "moderation": (
         ["rules:/t/rules.toml"],
@@ -306,3 +312,31 @@ def test_every_bound_is_documented() -> None:
     limits = (Path(__file__).resolve().parents[2] / "docs" / "limits.md").read_text()
     for variable in LIMITS:
         assert f"`{variable}`" in limits, variable
+
+
+def test_team_files_that_cannot_be_used_refuse_the_start(
+    clean_env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    bad = tmp_path / "patterns.toml"
+    bad.write_text("[[pattern]]\nlabel = \"account\"\nregex = ['ACC-\\d+']\n", encoding="utf-8")
+    with pytest.raises(
+        ConfigurationError, match=r"entry 1 \(account\): regex 1 is refused: .*no length bound"
+    ):
+        parse(["--patterns", str(bad)])
+    people = tmp_path / "people.csv"
+    people.write_text("Sarah\n", encoding="utf-8")
+    clean_env.setenv("HOLDBACK_PEOPLE", str(people))
+    with pytest.raises(ConfigurationError, match="line 1: expected given names, family name"):
+        parse([])
+
+
+def test_team_detectors_join_the_term_lists(clean_env: pytest.MonkeyPatch) -> None:
+    from holdback.app.term_reload import detectors_for
+
+    settings = parse(["--patterns", PATTERNS, "--people", PEOPLE])
+    detectors, _ = detectors_for(settings, [])
+    found = detectors.detect("Ms Connor on ACC-2024-00817")
+    assert [(f.kind, f.value) for f in found] == [
+        ("person", "Ms Connor"),
+        ("account", "ACC-2024-00817"),
+    ]

@@ -160,6 +160,10 @@ class Rig:
             ping_interval=None,
         )
 
+    def cpu(self) -> dict[str, float]:
+        """The CPU clocks read at a round's edges, by name; `server` is what a round costs."""
+        return {"server": cpu_seconds(self.args.server_pid)}
+
     async def one_round(self, k: int, tag: int, number: int) -> dict[str, Any]:
         """One conversation watched by viewers 0..k-1; its CPU and every connection's record."""
         key = script.stream_key(tag, number, 0)
@@ -179,7 +183,7 @@ class Rig:
                 if isinstance(failed, BaseException):
                     raise failed
             await asyncio.sleep(self.args.settle)
-            before = cpu_seconds(self.args.server_pid)
+            before = self.cpu()
             t0 = time.monotonic_ns()
             accepted: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
             owner_task = asyncio.create_task(self.owner(owner, text, accepted))
@@ -204,7 +208,9 @@ class Rig:
                 owner_task.cancel()
                 await asyncio.gather(owner_task, return_exceptions=True)
                 records = [{"role": "owner", "outcome": head.get("outcome", "no_accept")}]
-            result["cpu_s"] = cpu_seconds(self.args.server_pid) - before
+            after = self.cpu()
+            result["cpu"] = {name: after[name] - before[name] for name in before}
+            result["cpu_s"] = result["cpu"]["server"]
             result["seconds"] = (time.monotonic_ns() - t0) / 1e9
             result["records"] = records
         except (OSError, InvalidHandshake, TimeoutError, ConnectionClosed) as exc:
@@ -312,7 +318,9 @@ def _brief(result: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-async def _run(args: argparse.Namespace, tokens: dict[str, Any]) -> dict[str, Any]:
+async def _run(
+    args: argparse.Namespace, tokens: dict[str, Any], rig: type[Rig] = Rig
+) -> dict[str, Any]:
     from holdback.store.crypto import load_vault_key
     from holdback.store.locations import resolve_database_url
     from holdback.store.repository import Store
@@ -323,7 +331,7 @@ async def _run(args: argparse.Namespace, tokens: dict[str, Any]) -> dict[str, An
         url, vault_key=load_vault_key(args.data_dir, env, create=False), migrate=False
     )
     try:
-        return await Rig(args, tokens, store).run()
+        return await rig(args, tokens, store).run()
     finally:
         await store.close()
 

@@ -19,6 +19,12 @@ default; `both` is the first two), each server one after the other:
   visible text, per-sentence delay and CPU per chunk, each beside moderation off's
   (`server/moderation.py`).
 
+`--processes 1,2` (or `--workload cluster`, not part of `all`) measures holdback as 1 and 2
+processes on one throwaway PostgreSQL (issue 20, `server/cluster.py`): replies per second of
+`--cluster-n` new conversations at once, spread round-robin, and CPU per chunk summed over
+the processes; one reply on A watched by `--fan-ks` connections on B, the extra CPU on B per
+connection and per frame.
+
 `--soak` runs the fault-injecting soak instead. `--profile KIND:N[:burst]` records a py-spy
 profile of one server during one window of one workload. Results go to
 bench/results/server_load*.md/.json.
@@ -32,6 +38,7 @@ bench/results/server_load*.md/.json.
     .venv/bin/python bench/server_load.py --base c565ad0   # and holdback as of c565ad0
     .venv/bin/python bench/server_load.py --servers relay-aiohttp,relay --base HEAD --base c565ad0
     .venv/bin/python bench/server_load.py --profile holdback:100:burst
+    .venv/bin/python bench/server_load.py --processes 1,2 --servers '' --base HEAD
 """
 
 from __future__ import annotations
@@ -52,6 +59,8 @@ sys.path.insert(0, str(BENCH))
 
 from server import (  # noqa: E402
     burst_report,
+    cluster,
+    cluster_report,
     driver,
     moderation,
     moderation_report,
@@ -138,6 +147,7 @@ WORKLOADS = {
     "burst": ("burst",),
     "watchers": ("watchers",),
     "moderation": ("moderation",),
+    "cluster": ("cluster",),
     "both": ("turns", "burst"),
     "all": ("turns", "burst", "watchers", "moderation"),
 }
@@ -161,8 +171,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--workload",
         choices=tuple(WORKLOADS),
-        default="all",
-        help="all (default): turns, burst, watchers and moderation; both: turns and burst",
+        default=None,
+        help="all (default): turns, burst, watchers and moderation; both: turns and burst; "
+        "cluster: 1 and 2 processes on one PostgreSQL (the default with --processes)",
     )
     p.add_argument("--burst-ns", type=_ns, default=(100,), help="Ns of the burst workload")
     p.add_argument("--burst-rounds", type=_rounds, default=5, help="burst rounds per N")
@@ -198,6 +209,7 @@ def _parser() -> argparse.ArgumentParser:
         default=800,
         help="characters per moderated reply (~7 sentences)",
     )
+    cluster.add_arguments(p)
     p.add_argument("--chars", type=int, default=400, help="characters per reply")
     p.add_argument("--rate", type=float, default=20.0, help="upstream chunks/s per stream")
     p.add_argument("--deflate", action="store_true", help="clients negotiate permessage-deflate")
@@ -407,6 +419,8 @@ def render(header: str, data: Any) -> str:
         parts.append(watchers_report.watchers_report(data["watchers"]))
     if data.get("moderation"):
         parts.append(moderation_report.moderation_report(data["moderation"]))
+    if data.get("cluster"):
+        parts.append(cluster_report.cluster_report(data["cluster"]))
     return "\n\n".join(parts)
 
 
@@ -435,6 +449,7 @@ def bench(args: argparse.Namespace, settings: driver.Settings) -> tuple[str, dic
     kinds = _kinds(args)
     data: dict[str, Any] = {"turns": [], "burst": [], "watchers": [], "moderation": []}
     workloads = WORKLOADS[args.workload]
+    data["cluster"] = []
     if "turns" in workloads:
         data["turns"] = turns(kinds, args, settings)
     if "burst" in workloads:
@@ -443,6 +458,8 @@ def bench(args: argparse.Namespace, settings: driver.Settings) -> tuple[str, dic
         data["watchers"] = watch(kinds, args, settings)
     if "moderation" in workloads:
         data["moderation"] = moderate(kinds, args, settings)
+    if "cluster" in workloads:
+        data["cluster"] = cluster.run(kinds, args, settings)
     return render(_header("Load and latency", sys.argv[1:]), data), data
 
 
@@ -490,6 +507,8 @@ def profile(args: argparse.Namespace, settings: driver.Settings) -> tuple[str, A
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.workload is None:
+        args.workload = "cluster" if args.processes else "all"
     args.out.mkdir(parents=True, exist_ok=True)
     if args.from_json is not None:
         saved = json.loads(args.from_json.read_text())

@@ -1,0 +1,480 @@
+"""The cluster workload (issue 20): holdback as 1 and 2 processes on one PostgreSQL.
+
+The rule it keeps: every process of a measurement is a real `holdback serve` on loopback,
+sharing one throwaway PostgreSQL (`pg.py`) through `HOLDBACK_DATABASE_URL` and one
+`HOLDBACK_VAULT_KEY`, each measurement on a database of its own, every process gone before
+the next one starts; the first process starts alone (it migrates the schema), the others
+after it answers. CPU is read from each process's own clock at the edges of each round, by
+the load's own process (`cluster_load.py`, `fanout.py`), for every server, PostgreSQL (with
+its exited backends), the upstream and the clients, so the 2-core picture is whole.
+
+Two measurements:
+- throughput (`throughput`): for each P, rounds of N new one-turn conversations, spread
+  round-robin over the P processes; replies per second per round, CPU per streamed chunk
+  summed over the P servers, and each part's share of the machine. With `sqlite`, one
+  process on the embedded default (no cluster) is measured the same way, for reference;
+- fan-out (`fan_out`): one reply on A watched by K connections on B (and, for comparison,
+  on A): the extra CPU on the watchers' process per connection and per frame.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import shutil
+import statistics
+import sys
+import time
+from typing import Any
+
+import orjson
+
+from . import analysis, cluster_load, driver, fanout, pg, procs, watchers
+
+WARM_UPS = 2  # conversations through each process before measuring
+
+
+def _pythonpath(kind: str, settings: driver.Settings) -> str:
+    """The holdback a rig's own store calls should import: the measured revision's."""
+    if kind.startswith(driver.BASE_PREFIX):
+        tree = settings.bases[kind.removeprefix(driver.BASE_PREFIX)]
+        return f"{tree / 'server'}:{procs.BENCH_DIR}"
+    return str(procs.BENCH_DIR)
+
+
+def _shared(database_url: str | None) -> dict[str, str]:
+    """What every process of one measurement shares (nothing, on SQLite)."""
+    if database_url is None:
+        return {}
+    return {"HOLDBACK_DATABASE_URL": database_url, "HOLDBACK_VAULT_KEY": secrets.token_urlsafe(32)}
+
+
+def start(
+    kind: str,
+    count: int,
+    shared: dict[str, str],
+    upstream: driver.Upstream,
+    settings: driver.Settings,
+    tag: str,
+    auth: str,
+) -> list[tuple[procs.Child, int]]:
+    """`count` holdback processes on the shared database; the first alone, then the rest."""
+    started: list[tuple[procs.Child, int]] = []
+    try:
+        for i in range(count):
+            port = procs.free_port()
+            data_dir = settings.work / f"data-{tag}-{i}"
+            shutil.rmtree(data_dir, ignore_errors=True)
+            data_dir.mkdir(mode=0o700, parents=True)
+            argv, env = driver._holdback_command(kind, settings, upstream, port, data_dir, auth)
+            env.update(shared, HOLDBACK_ALLOWED_HOSTS="127.0.0.1")
+            child = procs.Child(f"holdback-{tag}-{i}", argv, settings.work, env=env, cwd=data_dir)
+            started.append((child, port))
+            if i == 0:  # it migrates the schema; the others find it done
+                procs.wait_http(f"http://127.0.0.1:{port}/healthz", child, timeout=60)
+        for child, port in started[1:]:
+            procs.wait_http(f"http://127.0.0.1:{port}/healthz", child, timeout=60)
+    except BaseException:
+        stop(started)
+        raise
+    return started
+
+
+def stop(started: list[tuple[procs.Child, int]]) -> None:
+    for child, _ in started:
+        child.stop(grace=10.0)
+
+
+def _alive(started: list[tuple[procs.Child, int]], kind: str) -> None:
+    for child, _ in started:
+        if not child.alive():
+            raise procs.ProcessFailedError(f"{kind} died during the run:\n{child.tail()}")
+
+
+def throughput(
+    kind: str,
+    count: int,
+    database_url: str | None,
+    postgres: pg.Postgres | None,
+    upstream: driver.Upstream,
+    settings: driver.Settings,
+    n: int,
+    rounds: int,
+    run: int,
+) -> dict[str, Any]:
+    """Rounds of N new conversations over `count` processes (`database_url` None: SQLite)."""
+    engine = "postgresql" if database_url else "sqlite"
+    tag = f"cluster-{kind}-{engine}-{count}-{run}"
+    out = settings.work / f"load-{tag}.json"
+    started = start(kind, count, _shared(database_url), upstream, settings, tag, "none")
+    load: procs.Child | None = None
+    try:
+        for _ in range(WARM_UPS):
+            for _, port in started:
+                driver.warm_up(port)
+        upstream.take_log()
+        argv = [sys.executable, "-m", "server.cluster_load", "--n", str(n)]
+        argv += ["--rounds", str(rounds), "--out", str(out), "--run", str(run)]
+        for i, (child, port) in enumerate(started):
+            argv += ["--url", f"ws://127.0.0.1:{port}/ws", "--cpu", f"{_name(i)}={child.pid}"]
+        if postgres is not None:
+            argv += ["--cpu", f"postgres={postgres.pid}"]
+        argv += ["--cpu", f"upstream={upstream.child.pid}"]
+        t0 = time.monotonic()
+        load = procs.Child(f"load-{tag}", argv, settings.work)
+        reply = settings.burst_chars / 3.5 / settings.rate
+        if load.wait(timeout=rounds * (reply * 20 + 60) + 60) != 0:
+            raise procs.ProcessFailedError(f"the cluster load failed:\n{load.tail()}")
+        seconds = time.monotonic() - t0
+        log = upstream.take_log()
+        _alive(started, kind)
+    finally:
+        if load is not None:
+            load.stop()
+        stop(started)
+    data = orjson.loads(out.read_bytes())
+    out.unlink()
+    result = throughput_figures(data["rounds"], log["streams"], count)
+    result.update(
+        server=kind,
+        workload="cluster",
+        engine=engine,
+        processes=count,
+        n=n,
+        seconds=seconds,
+        chars=settings.burst_chars,
+        rate=settings.rate,
+        upstream_lag_us=log["lag_us"],
+    )
+    return result
+
+
+def _name(i: int) -> str:
+    return "abcdefgh"[i]
+
+
+def throughput_figures(
+    rounds: list[dict[str, Any]], streams: list[dict[str, Any]], count: int
+) -> dict[str, Any]:
+    """Replies per second per round (complete replies over the round's time), CPU per
+    streamed chunk and per reply by part, each part's share of the round's time, the
+    latencies and checks of every conversation (`analysis.burst_figures`)."""
+    chunks_by_key = {s["key"]: len(s.get("sent_ns", ())) for s in streams}
+    servers = [_name(i) for i in range(count)]
+    per_round: list[dict[str, Any]] = []
+    records: list[dict[str, Any]] = []
+    totals: dict[str, float] = {}
+    for rnd in rounds:
+        done = [r for r in rnd["records"] if r["outcome"] == "done:complete"]
+        chunks = sum(chunks_by_key.get(r["key"], 0) for r in rnd["records"])
+        cpu = dict(rnd["cpu"])
+        cpu["servers"] = sum(cpu[s] for s in servers)
+        for name, value in cpu.items():
+            totals[name] = totals.get(name, 0.0) + value
+        totals["chunks"] = totals.get("chunks", 0.0) + chunks
+        totals["replies"] = totals.get("replies", 0.0) + len(done)
+        totals["seconds"] = totals.get("seconds", 0.0) + rnd["seconds"]
+        per_round.append(
+            {
+                "round": rnd["round"],
+                "seconds": rnd["seconds"],
+                "replies": len(done),
+                "replies_per_s": len(done) / rnd["seconds"] if rnd["seconds"] else 0.0,
+                "chunks": chunks,
+                "cpu_s": cpu,
+            }
+        )
+        records.extend(rnd["records"])
+    rates = [r["replies_per_s"] for r in per_round]
+    seconds = totals.get("seconds", 0.0)
+    chunks = totals.get("chunks", 0.0)
+    replies = totals.get("replies", 0.0)
+    parts = [*servers, "servers", "postgres", "clients", "upstream", "machine"]
+    result: dict[str, Any] = {
+        "rounds": per_round,
+        "replies_per_s": statistics.median(rates) if rates else float("nan"),
+        "replies_per_s_min": min(rates, default=float("nan")),
+        "replies_per_s_max": max(rates, default=float("nan")),
+        "chunks_per_reply": chunks / replies if replies else float("nan"),
+        "share_pct": {p: totals[p] / seconds * 100 for p in parts if p in totals and seconds},
+        "per_chunk_ms": {p: totals[p] / chunks * 1e3 for p in parts if p in totals and chunks},
+        "per_reply_ms": {p: totals[p] / replies * 1e3 for p in parts if p in totals and replies},
+        "replies_by_process": [
+            sum(1 for r in records if r.get("process") == i and r["outcome"] == "done:complete")
+            for i in range(count)
+        ],
+        "cores": _cores(),
+    }
+    result.update(analysis.burst_figures(records, streams, restores=True))
+    return result
+
+
+def _cores() -> int:
+    return os.cpu_count() or 1
+
+
+def fan_out(
+    kind: str,
+    database_url: str,
+    postgres: pg.Postgres,
+    upstream: driver.Upstream,
+    settings: driver.Settings,
+    ks: tuple[int, ...],
+    rounds: int,
+    where: tuple[str, ...],
+    run: int,
+    stagger: float = 0.0,
+) -> dict[str, Any]:
+    """One reply on A watched by K viewers on B (and on A): `fanout.py`'s rounds."""
+    tag = f"fanout-{kind}-{run}"
+    shared = _shared(database_url)
+    data_dir = settings.work / f"data-{tag}-team"
+    tokens = settings.work / f"tokens-{tag}.json"
+    out = settings.work / f"fanout-{tag}.json"
+    env = {"PYTHONPATH": _pythonpath(kind, settings), **shared}
+    argv = [sys.executable, "-m", "server.watchers", "setup", "--data-dir", str(data_dir)]
+    argv += ["--viewers", str(max(ks)), "--out", str(tokens)]
+    setup = procs.Child(f"setup-{tag}", argv, settings.work, env=env)
+    try:
+        if setup.wait(timeout=120) != 0:
+            raise procs.ProcessFailedError(f"the team was not made:\n{setup.tail()}")
+    finally:
+        setup.stop()
+    started: list[tuple[procs.Child, int]] = []
+    rig: procs.Child | None = None
+    try:
+        started = start(kind, 2, shared, upstream, settings, tag, "password")
+        (a, a_port), (b, b_port) = started
+        upstream.take_log()
+        argv = [sys.executable, "-m", "server.fanout", "--url", f"ws://127.0.0.1:{a_port}/ws"]
+        argv += ["--viewer-url", f"ws://127.0.0.1:{b_port}/ws"]
+        argv += ["--a-pid", str(a.pid), "--b-pid", str(b.pid), "--pg-pid", str(postgres.pid)]
+        argv += ["--data-dir", str(data_dir), "--tokens", str(tokens)]
+        argv += ["--ks", ",".join(map(str, ks)), "--rounds", str(rounds)]
+        argv += ["--where", ",".join(where), "--stagger", str(stagger), "--out", str(out)]
+        t0 = time.monotonic()
+        rig = procs.Child(f"rig-{tag}", argv, settings.work, env=env)
+        reply = settings.watch_chars / 3.5 / settings.rate
+        sub_rounds = rounds * (1 + len(where) * len(watchers.configs(ks))) + len(where)
+        per_round = reply * 3 + 20 + stagger * max(ks)
+        if rig.wait(timeout=sub_rounds * per_round + 60) != 0:
+            raise procs.ProcessFailedError(f"the fan-out rig failed:\n{rig.tail()}")
+        seconds = time.monotonic() - t0
+        log = upstream.take_log()
+        _alive(started, kind)
+    finally:
+        if rig is not None:
+            rig.stop()
+        stop(started)
+        tokens.unlink(missing_ok=True)
+    data = orjson.loads(out.read_bytes())
+    out.unlink()
+    result = fanout.figures(data, log["streams"])
+    result.update(
+        server=kind,
+        workload="fanout",
+        ks=list(ks),
+        where=list(where),
+        stagger=stagger,
+        rounds=rounds,
+        seconds=seconds,
+        chars=settings.watch_chars,
+        rate=settings.rate,
+        chunks_per_reply=_mean_chunks(log["streams"]),
+        warm_up=data.get("warm_up"),
+    )
+    return result
+
+
+def _mean_chunks(streams: list[dict[str, Any]]) -> float:
+    sizes = [len(s.get("sizes", ())) for s in streams]
+    return sum(sizes) / len(sizes) if sizes else float("nan")
+
+
+def measure(
+    kind: str,
+    processes: tuple[int, ...],
+    options: dict[str, Any],
+    settings: driver.Settings,
+    run: int,
+) -> dict[str, Any]:
+    """Everything the cluster workload measures for one holdback, on one throwaway
+    PostgreSQL started for it (and stopped, whatever happens)."""
+    result: dict[str, Any] = {"server": kind, "throughput": [], "fanout": []}
+    with pg.Postgres() as postgres:
+        result["postgres"] = postgres.version
+        upstream = driver.Upstream(settings, chars=settings.burst_chars)
+        try:
+            configs: list[tuple[int, bool]] = [(p, True) for p in processes]
+            if options["sqlite"]:
+                configs.insert(0, (1, False))
+            for i, (count, on_pg) in enumerate(configs):
+                first_tag = cluster_load.RUN_BASE + i * options["rounds"]
+                url = postgres.database() if on_pg else None
+                r = throughput(
+                    kind,
+                    count,
+                    url,
+                    postgres if on_pg else None,
+                    upstream,
+                    settings,
+                    options["n"],
+                    options["rounds"],
+                    first_tag,
+                )
+                result["throughput"].append(r)
+                print(_line(r), flush=True)
+        finally:
+            upstream.stop()
+        # Each stagger on a database of its own; the comparison on A only with the first.
+        for i, stagger in enumerate(options["fan_stagger"] if options["fan_ks"] else ()):
+            where = options["fan_where"] if i == 0 else ("remote",)
+            upstream = driver.Upstream(settings, chars=settings.watch_chars)
+            try:
+                fan = fan_out(
+                    kind,
+                    postgres.database(),
+                    postgres,
+                    upstream,
+                    settings,
+                    options["fan_ks"],
+                    options["fan_rounds"],
+                    where,
+                    run * 10 + i,
+                    stagger,
+                )
+            finally:
+                upstream.stop()
+            result["fanout"].append(fan)
+            print(_fan_line(fan), flush=True)
+    return result
+
+
+def _line(r: dict[str, Any]) -> str:
+    share = r["share_pct"]
+    return (
+        f"cluster {r['server']} {r['engine']} P={r['processes']} N={r['n']}: "
+        f"{r['replies_per_s']:.1f} replies/s, cpu/chunk servers "
+        f"{r['per_chunk_ms'].get('servers', float('nan')):.3f} ms, postgres "
+        f"{r['per_chunk_ms'].get('postgres', 0.0):.3f} ms; busy servers "
+        f"{share.get('servers', 0):.0f}% postgres {share.get('postgres', 0):.0f}% clients "
+        f"{share.get('clients', 0):.0f}% machine {share.get('machine', 0):.0f}%; complete "
+        f"{r['complete']}/{r['conversations']} mismatches {r['mismatches']} leaks {r['leaks']}"
+    )
+
+
+def _fan_line(r: dict[str, Any]) -> str:
+    cells = [
+        f"{row['where']} K={row['k']}: +{row['extra_ms']:.2f} ms/conn, "
+        f"{row['per_frame_ms']:.3f} ms/frame"
+        for row in r["rows"]
+        if row["k"]
+    ]
+    return f"fan-out {r['server']} (one reply {r['reply_ms']:.1f} ms): " + "; ".join(cells)
+
+
+# Command line (`bench/server_load.py --workload cluster`, or `--processes`).
+
+
+def _processes(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected process counts, not {text!r}") from None
+    if not values or any(not 1 <= v <= 8 for v in values) or len(set(values)) < len(values):
+        raise argparse.ArgumentTypeError("each process count once, between 1 and 8")
+    return values
+
+
+def _fan_ks(text: str) -> tuple[int, ...]:
+    values = tuple(int(x) for x in text.split(",") if x.strip())
+    if any(not 1 <= v <= watchers.MAX_VIEWERS for v in values):
+        raise argparse.ArgumentTypeError(f"each K between 1 and {watchers.MAX_VIEWERS}")
+    return values  # empty: no fan-out
+
+
+def _bounded(name: str, low: int, high: int) -> Any:
+    def parse(text: str) -> int:
+        value = int(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{name} must be between {low} and {high}")
+        return value
+
+    return parse
+
+
+def _staggers(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, not {text!r}") from None
+    if not values or any(not 0 <= v <= 0.5 for v in values) or len(set(values)) < len(values):
+        raise argparse.ArgumentTypeError("each --fan-stagger once, between 0 and 0.5 s")
+    return values
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--processes",
+        type=_processes,
+        default=None,
+        help="the cluster workload's process counts on one PostgreSQL (1,2); implies "
+        "--workload cluster unless another is named",
+    )
+    p.add_argument(
+        "--cluster-n",
+        type=_bounded("--cluster-n", 1, 1000),
+        default=200,
+        help="new conversations at once per cluster round",
+    )
+    p.add_argument(
+        "--cluster-rounds",
+        type=_bounded("--cluster-rounds", 1, 10),
+        default=5,
+        help="cluster rounds per process count",
+    )
+    p.add_argument(
+        "--cluster-sqlite",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also one process on SQLite, the embedded default, for reference",
+    )
+    p.add_argument("--fan-ks", type=_fan_ks, default=(1, 5, 20), help="viewers on B ('' none)")
+    p.add_argument(
+        "--fan-rounds", type=_bounded("--fan-rounds", 1, 30), default=5, help="fan-out rounds"
+    )
+    p.add_argument(
+        "--fan-where",
+        type=fanout._places,
+        default=fanout.PLACES,
+        help="where the viewers are: remote (on B), local (on A, for comparison)",
+    )
+    p.add_argument(
+        "--fan-stagger",
+        type=_staggers,
+        default=(0.0, 0.05),
+        help="seconds between the viewers' watches, one fan-out each (0: all at once; "
+        "default 0,0.05)",
+    )
+
+
+def run(kinds: list[str], args: argparse.Namespace, settings: driver.Settings) -> list[Any]:
+    """The cluster workload for each holdback of the run (this checkout's, each `--base`)."""
+    measured = [k for k in kinds if k == "holdback" or k.startswith(driver.BASE_PREFIX)]
+    options = {
+        "n": args.cluster_n,
+        "rounds": args.cluster_rounds,
+        "sqlite": args.cluster_sqlite,
+        "fan_ks": args.fan_ks,
+        "fan_rounds": args.fan_rounds,
+        "fan_where": args.fan_where,
+        "fan_stagger": args.fan_stagger,
+    }
+    processes = args.processes or (1, 2)
+    if len(processes) + args.cluster_sqlite > 4 or max(processes) > 8:
+        raise SystemExit("at most four cluster configurations per run")
+    results = []
+    for number, kind in enumerate(measured, 1):
+        results.append(measure(kind, processes, options, settings, number))
+    return results

@@ -124,6 +124,14 @@ def test_step_pace_shows_frames_one_at_a_time_and_the_run_downloads(
     step.click()
     for log in logs:
         expect(log).to_have_count(1)
+    # Slow motion, paused: nothing moves but Next frame, one frame per side per click.
+    page.get_by_label("Pace").select_option("slow")
+    page.get_by_role("button", name="Pause").click()
+    expect(page.get_by_role("button", name="Resume")).to_be_visible()
+    shown = logs[1].count()
+    step.click()
+    expect(logs[1]).to_have_count(shown + 1)
+    page.get_by_role("button", name="Resume").click()
     page.get_by_label("Pace").select_option("realtime")
     expect(page.locator("#script-status")).to_contain_text("Done.")
     expect(page.get_by_test_id("leak-count-naive")).to_have_text("2")

@@ -123,7 +123,12 @@ async def demo_socket(websocket: WebSocket) -> None:
         return
     await websocket.accept()
     delay = max(runtime.settings.demo_chunk_delay, 0.0)
-    guard = {"mode": runtime.settings.guard_mode, "window": runtime.settings.guard_window}
+    settings = runtime.settings
+    guard = {
+        "mode": settings.guard_mode,
+        "window": settings.guard_window,
+        "phone_region": settings.phone_region,
+    }
     try:
         while True:
             try:

@@ -56,7 +56,11 @@ Steps = list[list[WireFrame]]  # the frames each scripted event produces, in ord
 
 
 def holdback_filter(
-    scenario: Scenario, *, mode: GuardMode = "redact", window: int = DEFAULT_WINDOW
+    scenario: Scenario,
+    *,
+    mode: GuardMode = "redact",
+    window: int = DEFAULT_WINDOW,
+    phone_region: str | None = None,
 ) -> Callable[[ProjectionMode, bool], ReplyFilter]:
     """The chain `ChatService._filter` builds, for the scenario's vault and terms."""
 
@@ -67,6 +71,7 @@ def holdback_filter(
             vault=scenario.vault,
             mode=mode,
             window=window,
+            phone_region=phone_region,
             projection=projection,
         )
         escape = json_escape if json_values else None

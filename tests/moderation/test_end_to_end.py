@@ -82,7 +82,7 @@ def test_webhook(tmp_path: Path) -> None:
         frames, stored = run(tmp_path, f"http:{service.url}/check")
         texts = [r.json()["text"] for r in service.requests]
     check_withheld(frames, stored, "medical")
-    assert "Write to <EMAIL_1> today. " in texts  # one window, tokenized, as stored
+    assert "Write to <EMAIL_1> today." in texts  # one window, tokenized, as stored
     assert EMAIL not in json.dumps(texts)
 
 

@@ -181,9 +181,23 @@ def test_nothing_is_shown_while_a_verdict_waits() -> None:
     views.receive(TextDelta("content", "First sentence. Second one"))
     assert owner.text() == ""  # asked, not yet answered
     (check,) = views.checks()
-    assert check.text == "First sentence. "
+    assert check.text == "First sentence."  # asked without its trailing whitespace
     views.decide(check.id, Verdict("allow"))
     assert owner.text() == "First sentence. "
+
+
+def test_a_window_about_to_close_is_asked_about_ahead() -> None:
+    views = moderated(vault())
+    views.receive(TextDelta("content", "Is it done?"))
+    # Released up to its terminator: whether the window ends there waits for the next
+    # character, but the window it would be is asked about now.
+    assert [(c.text, c.prefetch) for c in views.checks()] == [("Is it done?", True)]
+    views.receive(TextDelta("content", " Then"))
+    # The space closed it: asked for real, by the same text (a moderator's cache answers).
+    assert [(c.text, c.prefetch) for c in views.checks()] == [("Is it done?", False)]
+    views.receive(TextDelta("content", " stop!"))
+    views.receive(TextDelta("content", "Really"))  # "stop!" was not an end after all
+    assert [(c.text, c.prefetch) for c in views.checks()] == [("Then stop!", True)]
 
 
 def test_a_block_stops_the_reply_and_names_a_screened_category() -> None:

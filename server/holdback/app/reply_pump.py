@@ -227,6 +227,10 @@ class ReplyPump:
             task.add_done_callback(self._calls.discard)
 
     async def _verdict(self, moderator: Moderator, views: RenderedViews, check: Check) -> None:
+        if check.prefetch:  # only warms the moderator's cache; the window asks for itself
+            with contextlib.suppress(Exception):
+                await moderator.check(check.text, check.channel, self.reply.conversation_id)
+            return
         try:
             verdict = await moderator.check(check.text, check.channel, self.reply.conversation_id)
         except asyncio.CancelledError:

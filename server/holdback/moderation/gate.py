@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from holdback.moderation.base import Channel, Verdict
+from holdback.moderation.base import ALLOW, Channel, Verdict
 from holdback.moderation.windows import DEFAULT_BOUND, Windows
 from holdback.reply.frames import AssistantDelta, AssistantDone, ErrorFrame, Frame
 
@@ -44,11 +44,14 @@ def withheld(category: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Check:
-    """A window to moderate: `text` is tokenized."""
+    """A window to moderate: `text` is tokenized, without the window's trailing whitespace
+    (which says nothing to a policy). A `prefetch` asks about a window that may be about to
+    close, so its verdict is ready (a moderator's cache) when it does; it decides nothing."""
 
     id: int
     channel: Channel
     text: str
+    prefetch: bool = False
 
 
 @dataclass(slots=True)
@@ -56,6 +59,7 @@ class _Window:
     check: Check
     key: Key
     template: AssistantDelta  # its frame, but for the text
+    text: str  # as released if allowed
     verdict: Verdict | None = None
 
 
@@ -77,6 +81,7 @@ class ModerationGate:
         self._new: list[Check] = []
         self._next = 1
         self._stored: dict[Key, list[str]] = {}
+        self._asked_ahead: dict[Key, str] = {}  # the last tentative window asked about
         self.blocked: str | None = None  # the category of a block
         self.failed = False
 
@@ -158,6 +163,10 @@ class ModerationGate:
             opened = self._open[key] = (Windows(self._bound), replace(frame, text=""))
         for text in opened[0].feed(frame.text):
             self._window(key, opened[1], text)
+        ahead = opened[0].tentative
+        if ahead is not None and self._asked_ahead.get(key) != ahead:
+            self._asked_ahead[key] = ahead
+            self._new.append(Check(0, frame.channel, ahead, prefetch=True))
 
     def _close_open(self) -> None:
         for key, (windows, template) in self._open.items():
@@ -166,10 +175,14 @@ class ModerationGate:
                 self._window(key, template, rest)
 
     def _window(self, key: Key, template: AssistantDelta, text: str) -> None:
-        check = Check(self._next, template.channel, text)
+        check = Check(self._next, template.channel, text.rstrip())
         self._next += 1
-        self._new.append(check)
-        self._queue.append(_Window(check, key, template))
+        window = _Window(check, key, template, text)
+        if check.text:
+            self._new.append(check)
+        else:  # only whitespace: nothing a policy could object to
+            window.verdict = ALLOW
+        self._queue.append(window)
 
     def _release(self) -> list[Frame]:
         out: list[Frame] = []
@@ -195,7 +208,7 @@ class ModerationGate:
         if not self._screen(category):
             category = UNNAMED
         if verdict.action == "allow":
-            return self._emit(window, window.check.text)
+            return self._emit(window, window.text)
         if verdict.action == "withhold":
             return self._emit(window, withheld(category))
         self.blocked = category

@@ -34,6 +34,14 @@ class Windows:
         """The text of the window still open."""
         return self._text
 
+    @property
+    def tentative(self) -> str | None:
+        """The open window's text if it ends with a terminator: the window it will be (but
+        for its trailing whitespace) if whitespace comes next, so it can be asked about
+        before that is known."""
+        text = self._text
+        return text if text and text[-1] in TERMINATORS else None
+
     def feed(self, text: str) -> list[str]:
         """The windows `text` completes, in order."""
         self._text += text

@@ -185,7 +185,24 @@ export function renderMarkdown(text) {
   highlightCodeBlocks(fragment);
   showLinkDestinations(fragment);
   markRedactions(fragment);
+  markWithheld(fragment);
   return fragment;
+}
+
+// A sentence the team's policy moderator withheld (docs/moderation.md): the server writes
+// `[withheld by policy: <category>]` in its place; the category is a short closed-shape name.
+const WITHHELD_PATTERN = /\[withheld by policy: (?<category>[A-Za-z0-9][A-Za-z0-9_./-]{0,63})\]/g;
+
+/** Mark withheld sentences: `<span class="redaction withheld" data-category>`. */
+export function markWithheld(root) {
+  return wrapMatches(root, WITHHELD_PATTERN, (m, doc) => {
+    const span = doc.createElement('span');
+    span.className = 'redaction withheld';
+    span.dataset.category = m.groups.category;
+    span.title = `withheld by this team's policy (${m.groups.category}): the sentence was not shown`;
+    span.textContent = `[withheld by policy: ${m.groups.category}]`;
+    return span;
+  }, '.redaction, .token');
 }
 
 /** Markdown as the model saw it: like renderMarkdown, with tokens marked too. */

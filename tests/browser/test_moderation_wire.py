@@ -66,7 +66,9 @@ def test_a_withheld_sentence_never_reaches_the_wire_or_the_page(
     wire = reply_frames(tap)
     assert "nightingale" not in wire
     assert "[withheld by policy: plans]" in wire
-    shown = assistant_message(page, str(done["message_id"])).inner_text()
+    reply = assistant_message(page, str(done["message_id"]))
+    assert reply.locator('.withheld[data-category="plans"]').count() == 1  # shown distinctly
+    shown = reply.inner_text()
     assert "ightingale" not in shown.lower()
     assert "withheld by policy" in shown
     assert "The weather is fine." in shown

@@ -10,6 +10,7 @@ decoded form; and the demo is admitted like `/ws` (Host, Origin, credential).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from starlette.websockets import WebSocketDisconnect
 
 from holdback.app import demo, demo_oracle
 from holdback.app.demo_pipelines import NAIVE, PIPELINES
-from holdback.app.demo_scenarios import SCENARIOS
+from holdback.app.demo_scenarios import SCENARIOS, Step
 from holdback.providers.demo import DemoProvider
 from tests.app.conftest import Accounts
 from tests.app.support import TestClient, make_settings, recv, running_app, send
@@ -232,3 +233,24 @@ def test_the_checker_in_docs_demo_md_agrees_with_verify(tmp_path: Path) -> None:
             scenario.id,
             done.stdout,
         )
+
+
+@pytest.mark.parametrize("guard", [{}, {"mode": "block"}, {"window": 16}, {"window": 256}], ids=str)
+def test_holdback_leaks_nothing_under_any_guard_setting_or_chunking(
+    guard: dict[str, object],
+) -> None:
+    """Not a property of the scripted chunk boundaries: the same replies streamed one
+    character at a time, under the guard settings a server can run with, leak nothing."""
+    for scenario in SCENARIOS:
+        steps = [
+            Step(step.kind, ch, step.call_id, step.name)
+            if step.kind in ("text", "tool_args")
+            else step
+            for step in scenario.steps
+            for ch in (step.text if step.kind in ("text", "tool_args") else [""])
+        ]
+        one_by_one = dataclasses.replace(scenario, steps=tuple(steps))
+        for variant in (scenario, one_by_one):
+            found = demo.verdict(variant, "holdback", **guard)
+            assert found.leaks == [], (scenario.id, guard, found.leaks)
+            assert found.corruption == [], (scenario.id, guard, found.corruption)

@@ -191,6 +191,10 @@ def throughput_figures(
     chunks = totals.get("chunks", 0.0)
     replies = totals.get("replies", 0.0)
     parts = [*servers, "servers", "postgres", "clients", "upstream", "machine"]
+    if "machine" in totals:  # what ran beside the measured processes (other work, the kernel)
+        measured = ("servers", "postgres", "clients", "upstream")
+        totals["other"] = totals["machine"] - sum(totals.get(p, 0.0) for p in measured)
+        parts.append("other")
     result: dict[str, Any] = {
         "rounds": per_round,
         "replies_per_s": statistics.median(rates) if rates else float("nan"),

@@ -17,6 +17,7 @@ from .report import fmt
 
 Row = Mapping[str, Any]
 SATURATED = 0.9  # a machine busy this share of its cores has no idle core to give
+QUIET = 15.0  # % of a core busy beside the measured processes (the kernel's share included)
 
 
 def _pct(value: float | None) -> str:
@@ -65,8 +66,8 @@ def machine_table(rows: Sequence[Row]) -> str:
     """Each part's CPU as a share of one core, over the rounds' time."""
     lines = [
         "| processes | holdback, each process | holdback, all | PostgreSQL | clients | "
-        "upstream | machine busy (of cores × 100 %) | replies per process |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "upstream | other (beside these) | machine busy (of cores × 100 %) | replies per process |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         share = r["share_pct"]
@@ -75,6 +76,7 @@ def machine_table(rows: Sequence[Row]) -> str:
             f"| {_label(r)} | {each} | {_pct(share.get('servers'))} | "
             f"{_pct(share.get('postgres')) if r['engine'] == 'postgresql' else '-'} | "
             f"{_pct(share.get('clients'))} | {_pct(share.get('upstream'))} | "
+            f"{_pct(share.get('other'))} | "
             f"{_pct(share.get('machine'))} (of {r['cores'] * 100} %) | "
             f"{', '.join(map(str, r['replies_by_process']))} |"
         )
@@ -86,8 +88,8 @@ def fanout_table(result: Row) -> str:
         "| viewers K | on | rounds | frames to the viewers / round | A CPU / round | "
         "B CPU / round | PostgreSQL CPU / round | extra CPU on the watchers' process, per "
         "connection | of one reply | per frame | per connection past the 3 policies | "
-        "whole replies | saw a hidden value |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "whole replies | saw a hidden value | other CPU |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in result["rows"]:
         on = "-" if row["k"] == 0 else row["watched_on"]
@@ -99,7 +101,7 @@ def fanout_table(result: Row) -> str:
             f"{_ms(row['a_ms'], 1)} | {_ms(row['b_ms'], 1)} | {_ms(row['postgres_ms'], 1)} | "
             f"{extra} | {'-' if math.isnan(share) else f'{share * 100:.1f} %'} | "
             f"{_ms(row['per_frame_ms'])} | {past} | {row['whole']} / {row['records']} | "
-            f"{row['hidden_seen']} |"
+            f"{row['hidden_seen']} | {_pct(row.get('other_pct'))} |"
         )
     return "\n".join(lines)
 
@@ -120,10 +122,14 @@ def reading(rows: Sequence[Row]) -> str:
     for r in pgs:
         busy = r["share_pct"].get("machine", float("nan"))
         full = busy >= SATURATED * cores * 100
-        out.append(
+        other = r["share_pct"].get("other", float("nan"))
+        line = (
             f"- {_label(r)}: {fmt(r['replies_per_s'], 1)} replies/s with the machine "
-            f"{_pct(busy)} busy of {cores * 100} %" + (" (saturated)." if full else ".")
+            f"{_pct(busy)} busy of {cores * 100} %" + (" (saturated)" if full else "")
         )
+        if other > QUIET:
+            line += f", {_pct(other)} of it other work: **not a quiet machine**"
+        out.append(line + ".")
     one, top = _one_pg(pgs), max(pgs, key=lambda r: r["processes"])
     if one is not None and top is not one:
         gain = top["replies_per_s"] / one["replies_per_s"]

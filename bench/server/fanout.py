@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -35,7 +36,7 @@ import orjson
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.typing import Origin
 
-from . import pg, watchers
+from . import pg, procs, watchers
 
 PLACES: Final = ("remote", "local")
 BASELINE: Final = (0, "remote")  # the owner alone on A: nobody watches, B idles
@@ -69,7 +70,14 @@ class FanOutRig(watchers.Rig):
     def cpu(self) -> dict[str, float]:
         a = watchers.cpu_seconds(self.args.a_pid)
         b = watchers.cpu_seconds(self.args.b_pid)
-        return {"server": a + b, "a": a, "b": b, "postgres": pg.cpu_seconds(self.args.pg_pid)}
+        return {
+            "server": a + b,
+            "a": a,
+            "b": b,
+            "postgres": pg.cpu_seconds(self.args.pg_pid),
+            "rig": watchers.cpu_seconds(os.getpid()),
+            "machine": procs.machine_busy_seconds(),
+        }
 
     async def placed(self, k: int, where: str, tag: int, number: int) -> dict[str, Any]:
         self.where = where
@@ -122,6 +130,15 @@ def _paired(
     ]
 
 
+def _other(rnd: Mapping[str, Any]) -> float:
+    """The machine's busy time beside A, B, PostgreSQL and the rig, % of one core."""
+    cpu = rnd["cpu"]
+    if "machine" not in cpu or not rnd["seconds"]:
+        return float("nan")
+    measured = cpu["a"] + cpu["b"] + cpu["postgres"] + cpu.get("rig", 0.0)
+    return float((cpu["machine"] - measured) / rnd["seconds"] * 100)
+
+
 def _viewer_frames(rnd: Mapping[str, Any]) -> int:
     return sum(rec.get("frames", 0) for rec in rnd["records"] if rec["role"] == "viewer")
 
@@ -164,6 +181,7 @@ def figures(data: Mapping[str, Any], streams: Sequence[Mapping[str, Any]]) -> di
         }
         for name in ("a", "b", "postgres"):
             row[f"{name}_ms"] = _mean([rnd["cpu"][name] * 1e3 for rnd in rounds.values()])
+        row["other_pct"] = _mean([_other(rnd) for rnd in rounds.values()])
         nan = float("nan")
         row.update(extra_ms=nan, extra_err=nan, per_frame_ms=nan, past_ms=nan, past_err=nan)
         row["a_extra_ms"] = nan

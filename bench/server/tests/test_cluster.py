@@ -72,6 +72,9 @@ def test_throughput_figures_sum_the_processes_and_divide_by_chunks() -> None:
     text = cluster_report.reading([one, result])
     assert "2 processes give 2.00× the replies per second of one" in text
     assert "Arithmetic, not a measurement" in text
+    # 3.0 s busy in 4 s, 2.1 s of it measured: the rest ran beside them, and it is said.
+    assert math.isclose(result["share_pct"]["other"], 45.0)
+    assert "45 % of it other work: **not a quiet machine**" in text
 
 
 def _fan_round(k: int, where: str, r: int, a_ms: float, b_ms: float) -> dict[str, Any]:

@@ -103,5 +103,6 @@ export const api = {
   search: (q) => request('GET', `/api/search?q=${encodeURIComponent(q)}`),
   exportPath: (id, format) => `${conversationPath(id)}/export?format=${encodeURIComponent(format)}`,
   upload: (file) => upload(file),
+  deleteUpload: (id) => request('DELETE', `/api/uploads/${encodeURIComponent(id)}`),
   deleteConversation: (id) => request('DELETE', conversationPath(id)),
 };

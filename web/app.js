@@ -242,6 +242,7 @@ function createApp() {
     modelBanner: $('model-banner'),
     systemView: new SystemView($('system-view')),
     getModel: () => models.current(),
+    modelLabel: (id) => (models.models.length > 0 ? models.label(id) : null),
   });
   search = new SearchBox({
     input: $('search'),
@@ -282,7 +283,10 @@ function createApp() {
 
   chat.addEventListener('state', syncComposer);
   chat.addEventListener('toast', (e) => toast(e.detail.message));
-  chat.addEventListener('restore-draft', (e) => composer.restore(e.detail.text));
+  chat.addEventListener('restore-draft', (e) => {
+    composer.restore(e.detail.text);
+    attachments.restore(e.detail.attachments);
+  });
   chat.addEventListener('title', (e) => {
     list.setTitle(e.detail.id, e.detail.title);
     if (e.detail.id === chat.currentId) showTitle(e.detail.title || list.titleOf(e.detail.id));

@@ -11,26 +11,25 @@
 
 import { api } from './api.js';
 
+const TOO_LARGE = 'is larger than this server accepts';
 const REASONS = {
-  413: 'is larger than this server accepts',
-  415: 'is of a type this server cannot read (try text, Markdown, CSV, JSON, code, PDF or DOCX)',
-  422: 'could not be read (damaged, encrypted or empty?)',
+  upload_too_large: TOO_LARGE,
+  body_too_large: TOO_LARGE,
+  upload_too_long: 'holds more text than this server accepts',
+  unsupported_type: 'is of a type this server cannot read (try text, Markdown, CSV, JSON, code, PDF or DOCX)',
+  unreadable_file: 'could not be read (damaged, or not text)',
+  encrypted_file: 'is password-protected, so it cannot be read',
+  empty_file: 'holds no text (empty, or a scan of images)',
+  too_many_uploads: 'cannot be added: too many documents wait to be sent already',
+  upload_busy: 'cannot be read just now: the server is busy; try again in a moment',
 };
+const BY_STATUS = { 413: TOO_LARGE, 415: REASONS.unsupported_type };
 
-/** A sentence for an upload the server refused. */
+/** A sentence for an upload the server refused (docs/protocol.md, Documents). */
 export function uploadError(name, error) {
-  const byCode = {
-    body_too_large: REASONS[413],
-    file_too_large: REASONS[413],
-    too_large: REASONS[413],
-    unsupported_type: REASONS[415],
-    unsupported_media_type: REASONS[415],
-    unreadable: REASONS[422],
-    unreadable_file: REASONS[422],
-  };
-  const reason = byCode[error.code] ?? REASONS[error.status];
-  if (reason) return `“${name}” ${reason}${error.message && error.status !== 413 ? `: ${error.message}` : ''}.`;
-  if (error.status === 404) return 'This server does not take documents yet.';
+  const reason = REASONS[error.code] ?? BY_STATUS[error.status];
+  if (reason) return `“${name}” ${reason}.`;
+  if (error.status === 404) return 'This server does not take documents.';
   return `“${name}” could not be attached: ${error.message}`;
 }
 
@@ -84,6 +83,14 @@ export class AttachmentTray extends EventTarget {
 
   remove(id) {
     this.items = this.items.filter((a) => a.id !== id);
+    this.render();
+    api.deleteUpload(id).catch(() => {}); // unused uploads expire anyway
+  }
+
+  /** Documents of a message the server refused: back in the tray, to send again. */
+  restore(items) {
+    const known = new Set(this.items.map((a) => a.id));
+    this.items.push(...(items ?? []).filter((a) => a && !known.has(a.id)));
     this.render();
   }
 

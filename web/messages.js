@@ -229,6 +229,7 @@ function addCodeCopyButtons(root) {
 /** What a view may ask of the conversation it is in; every hook is optional. */
 const NO_CONTEXT = {
   values: () => [],
+  modelLabel: () => null,
   siblings: () => null,
   canAct: () => false,
   act: () => {},
@@ -454,6 +455,13 @@ export class MessageView {
       error.textContent = data.error.message
         ? `${data.error.message} (${data.error.code})` : `Error: ${data.error.code}`;
       parts.push(error);
+    }
+    const label = data.role === 'assistant' && data.modelId ? this.context.modelLabel(data.modelId) : null;
+    if (label) {
+      const model = el('span', 'msg-model', label);
+      model.setAttribute('data-testid', 'message-model');
+      model.title = 'the model that wrote this reply';
+      parts.push(model);
     }
     const actions = this.actions();
     if (actions.childElementCount > 0) parts.push(actions);

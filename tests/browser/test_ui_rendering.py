@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from playwright.sync_api import Browser, FloatRect, Page, expect
+from playwright.sync_api import Browser, FloatRect, Locator, Page, expect
 
 from tests.browser.canary_upstream import CanaryUpstream
 from tests.browser.chat_page import (
@@ -160,8 +160,14 @@ def test_the_list_is_grouped_by_date(page: Page, tap: WireTap) -> None:
     assert page.evaluate(groups_js) == ["week", "older", "older"]
 
 
-def assert_target(box: FloatRect | None) -> None:
-    """A touch target: at least 44 px square."""
+def assert_target(page: Page, target: Locator) -> None:
+    """A touch target: at least 44 px square (measured once the page re-rendered it)."""
+    box: FloatRect | None = None
+    for _ in range(40):
+        box = target.bounding_box()
+        if box is not None:
+            break
+        page.wait_for_timeout(50)
     assert box is not None
     assert min(box["width"], box["height"]) >= 44, box
 
@@ -193,12 +199,12 @@ def test_a_phone_gets_touch_targets_a_visible_copy_button_and_touch_wording(
         )
         switch = page.get_by_label("Show what the model saw")
         for target in (copy, switch.locator("xpath=..")):
-            assert_target(target.bounding_box())
+            assert_target(page, target)
         screenshot(page, "phone-chat.png")
         page.get_by_role("button", name="Menu").click()
         item = page.get_by_test_id("conversation").first
         for name in ("Rename", "Delete"):
-            assert_target(item.get_by_role("button", name=name).bounding_box())
+            assert_target(page, item.get_by_role("button", name=name))
         screenshot(page, "phone-sidebar.png")
     finally:
         ctx.close()

@@ -98,6 +98,10 @@ def test_the_model_is_shown_and_switched_per_conversation(
     assert sent[-1]["model"] == OTHER_MODEL
     page.reload()
     expect(page.get_by_label("Model", exact=True)).to_have_value(OTHER_MODEL)
+    labels = page.get_by_test_id("message-model")
+    expect(labels).to_have_count(2)
+    expect(labels.last).to_contain_text("canary-large")
+    expect(labels.first).not_to_contain_text("canary-large")
     page.get_by_role("button", name="New chat").click()
     expect(page.get_by_label("Model", exact=True)).to_have_value("openai:canary")
     assert_wire_clean(tap, canary_upstream)

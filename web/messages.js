@@ -40,6 +40,7 @@ export function newMessage(fields) {
     createdAt: null,
     seq: 0, // the last `seq` seen of a streaming reply
     endedBy: null, // who stopped a reply early: `user` (Stop) or `server` (shut down)
+    moderationCategory: null, // why the team's policy moderator blocked a reply
     stoppedByYou: false,
     connectionLost: false,
     ...fields,
@@ -66,6 +67,7 @@ export function messageFromServer(msg) {
     attachments: Array.isArray(msg.attachments) ? msg.attachments : [],
     createdAt: typeof msg.created_at === 'string' ? msg.created_at : null,
     endedBy: msg.ended_by === 'user' || msg.ended_by === 'server' ? msg.ended_by : null,
+    moderationCategory: typeof msg.moderation_category === 'string' ? msg.moderation_category : null,
   });
 }
 
@@ -106,10 +108,23 @@ export function describeState(data) {
       ? { state: 'connection-lost', label: 'Connection lost: this reply carries on at the server and resumes when the page is back online.' }
       : null;
   }
+  if (data.status === 'blocked' && data.moderationCategory) {
+    return {
+      state: 'blocked-by-policy',
+      label: `Blocked by this team's policy: ${data.moderationCategory}.`,
+      detail: 'The policy check did not allow this reply; nothing after that point was shown.',
+    };
+  }
   if (data.status === 'blocked') {
     return { state: 'blocked', label: 'Blocked by the output guard.', detail: BLOCKED_REASON };
   }
   const reason = data.finishReason;
+  if (data.status === 'incomplete' && data.error?.code === 'moderation_failed') {
+    return {
+      state: 'policy-check-failed',
+      label: 'The policy check failed, so the reply was stopped: nothing unchecked was shown.',
+    };
+  }
   if (data.status === 'incomplete') {
     if (reason === 'error' || data.error?.code?.startsWith?.('upstream_')) {
       return { state: 'model-failed', label: 'The model failed: this reply is incomplete.' };

@@ -172,6 +172,10 @@ export const replyHandlers = {
   onError(frame) {
     const code = String(frame.code ?? 'internal');
     const error = { code, message: typeof frame.message === 'string' ? frame.message : '' };
+    // A moderation block names its category (a short closed-shape name, docs/moderation.md).
+    if (typeof frame.category === 'string' && /^[A-Za-z0-9][A-Za-z0-9_./-]{0,63}$/.test(frame.category)) {
+      error.category = frame.category;
+    }
     const conversationId = frame.conversation_id == null ? null : String(frame.conversation_id);
     const entry = frame.message_id == null ? null : this.live.get(String(frame.message_id));
     const first = this.pending[0];
@@ -187,8 +191,10 @@ export const replyHandlers = {
       entry.data.error = error;
       entry.replaceOnReplay = false;
       if (entry.data.status === 'streaming') {
-        entry.data.status = code === 'blocked' ? 'blocked' : 'incomplete';
-        if (code !== 'blocked') entry.data.finishReason = 'error';
+        const blocked = code === 'blocked' || code === 'moderation_blocked';
+        entry.data.status = blocked ? 'blocked' : 'incomplete';
+        if (!blocked) entry.data.finishReason = 'error';
+        if (code === 'moderation_blocked') entry.data.moderationCategory = error.category ?? 'policy';
         if (this.streamingByConv.get(entry.conversationId) === entry.data.id) {
           this.streamingByConv.delete(entry.conversationId);
         }

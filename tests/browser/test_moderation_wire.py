@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import BrowserContext
+from playwright.sync_api import BrowserContext, expect
 
 from tests.browser.canary_upstream import CanaryUpstream
 from tests.browser.chat_page import assistant_message, open_chat, send_and_wait
@@ -93,3 +93,10 @@ def test_a_blocked_reply_stops_and_names_its_category(
     wire = reply_frames(tap)
     assert "bomb" not in wire
     assert "never shown" not in wire
+    blocked = assistant_message(page, str(done["message_id"]))
+    expect(blocked).to_have_attribute("data-state", "blocked-by-policy")
+    expect(blocked).to_contain_text("Blocked by this team's policy: violence.")
+    page.reload()  # the reason is kept
+    expect(assistant_message(page, str(done["message_id"]))).to_contain_text(
+        "Blocked by this team's policy: violence."
+    )

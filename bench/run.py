@@ -19,6 +19,7 @@ import detect_bench
 import guard_bench
 import pseudonymize_bench
 import restorer_bench
+import team_bench
 
 
 def main() -> int:
@@ -29,6 +30,7 @@ def main() -> int:
         detect_bench.report(detect_bench.run()),
         pseudonymize_bench.report(pseudonymize_bench.run()),
         guard_bench.report(guard_bench.run()),
+        team_bench.report(team_bench.run()),
     ]
     text = "\n\n".join(sections)
     print(text)

@@ -18,7 +18,7 @@ def figures() -> tuple[int, int, int, int]:
 
     detectors = DetectorSet.from_config(
         extra=[
-            parse_patterns(tomllib.loads(PATTERNS_TOML)),
+            *parse_patterns(tomllib.loads(PATTERNS_TOML)).detectors(),
             PeopleMatcher(parse_people(PEOPLE_CSV)),
         ]
     )

@@ -59,7 +59,7 @@ def team_detectors(patterns: Path | None, people: Path | None) -> list[Detector]
     """The detectors of the configured files (none for a file not given)."""
     out: list[Detector] = []
     if patterns is not None:
-        out.append(patterns_of(patterns))
+        out.extend(patterns_of(patterns).detectors())
     if people is not None:
         out.append(people_of(people))
     return out

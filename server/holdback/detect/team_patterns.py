@@ -31,9 +31,10 @@ from pathlib import Path
 
 import regex
 
-from holdback.detect.base import Candidates, Finding
+from holdback.detect.base import Candidates, Detector, Finding
 from holdback.detect.dictionary import normalize_term
 from holdback.detect.normalize import fold_case, normalize
+from holdback.detect.regex_detector import RegexDetector
 from holdback.detect.validators import digits_of, luhn_ok
 from holdback.errors import ConfigurationError
 from holdback.moderation.safe_regex import UnsafePatternError, check_shape
@@ -85,6 +86,100 @@ VALIDATORS: dict[str, Callable[[str], bool]] = {
 }
 
 
+_C = re._constants  # type: ignore[attr-defined]
+_CATEGORIES = {_C.CATEGORY_DIGIT: r"\d", _C.CATEGORY_SPACE: r"\s", _C.CATEGORY_WORD: r"\w"}
+
+
+def _alphabet(items: object) -> set[str] | None:
+    """The characters (as class parts) a match of parsed items can hold; None if any."""
+    out: set[str] = set()
+    for op, arg in items:  # type: ignore[attr-defined]
+        if op is _C.LITERAL:
+            out.update(re.escape(c) for c in {chr(arg), chr(arg).lower(), chr(arg).upper()})
+        elif op is _C.IN:
+            for iop, iarg in arg:
+                if iop is _C.LITERAL:
+                    out.add(re.escape(chr(iarg)))
+                elif iop is _C.RANGE:
+                    out.add(f"{re.escape(chr(iarg[0]))}-{re.escape(chr(iarg[1]))}")
+                elif iop is _C.CATEGORY and iarg in _CATEGORIES:
+                    out.add(_CATEGORIES[iarg])
+                else:
+                    return None  # a negated class, or a negated category
+        elif op in (_C.MAX_REPEAT, _C.MIN_REPEAT, _C.POSSESSIVE_REPEAT):
+            inner = _alphabet(arg[2])
+            if inner is None:
+                return None
+            out |= inner
+        elif op is _C.SUBPATTERN:
+            inner = _alphabet(arg[3])
+            if inner is None:
+                return None
+            out |= inner
+        elif op is _C.ATOMIC_GROUP:
+            inner = _alphabet(arg)
+            if inner is None:
+                return None
+            out |= inner
+        elif op is _C.BRANCH:
+            for branch in arg[1]:
+                inner = _alphabet(branch)
+                if inner is None:
+                    return None
+                out |= inner
+        elif op in (_C.AT, _C.ASSERT, _C.ASSERT_NOT):
+            continue  # holds no character of the match
+        else:
+            return None  # any character, a negated literal
+    return out
+
+
+def _needs_digit(items: object) -> bool:
+    """Whether every match of parsed items holds an ASCII digit (most identifiers do)."""
+    for op, arg in items:  # type: ignore[attr-defined]
+        if op is _C.LITERAL and chr(arg).isdigit():
+            return True
+        if op is _C.IN and all(
+            (iop is _C.CATEGORY and iarg is _C.CATEGORY_DIGIT)
+            or (iop is _C.RANGE and "0" <= chr(iarg[0]) <= chr(iarg[1]) <= "9")
+            or (iop is _C.LITERAL and chr(iarg).isdigit())
+            for iop, iarg in arg
+        ):
+            return True
+        if op in (_C.MAX_REPEAT, _C.POSSESSIVE_REPEAT) and arg[0] >= 1 and _needs_digit(arg[2]):
+            return True
+        if op is _C.SUBPATTERN and _needs_digit(arg[3]):
+            return True
+    return False
+
+
+def regex_detector(
+    kind: str, source: str, validator: Callable[[str], bool]
+) -> RegexDetector | None:
+    """A context-free entry's regex as a pattern detector the stream scanner knows (its
+    alphabet, where a match may begin, a digit it needs); None if its alphabet is every
+    character (`.`, a negated class), which is then asked on every scan instead."""
+    parsed = re._parser.parse(source)  # type: ignore[attr-defined]
+    parts = _alphabet(parsed)
+    if not parts:
+        return None
+    alphabet = "(?i:[" + "".join(sorted(parts)) + "])"
+    flags = regex.IGNORECASE | regex.V0
+    pattern = regex.compile(_wrapped(source), flags)
+
+    def check(m: regex.Match[str]) -> tuple[int, int] | None:
+        return m.span() if validator(m.group()) else None
+
+    return RegexDetector(
+        kind,
+        pattern,
+        check,
+        alphabet=alphabet,
+        starts=rf"(?<![{_EDGE}]){alphabet}",
+        needs="[0-9]" if _needs_digit(parsed) else None,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class PatternEntry:
     """One entry of a patterns file, compiled."""
@@ -95,6 +190,7 @@ class PatternEntry:
     validator: Callable[[str], bool]
     context: regex.Pattern[str] | None  # whole context words, folded
     window: int
+    sources: tuple[str, ...] = ()
 
     def verdict(self, text: str, start: int, end: int, endpos: int, partial: bool) -> bool | None:
         """Whether the match at start..end is a finding; None while text still to come decides."""
@@ -209,7 +305,13 @@ def entry_from(raw: Mapping[str, object], where: str) -> tuple[PatternEntry, lis
         alternatives = "|".join(regex.escape(w) for w in sorted(set(words), key=len, reverse=True))
         context = regex.compile(rf"(?<!\w)(?:{alternatives})(?!\w)")
     entry = PatternEntry(
-        kind, tuple(regexes), longest, VALIDATORS[validator_name], context, int(window)
+        kind,
+        tuple(regexes),
+        longest,
+        VALIDATORS[validator_name],
+        context,
+        int(window),
+        tuple(sources),
     )
     return (
         entry,
@@ -238,6 +340,24 @@ class PatternSet:
 
     def __len__(self) -> int:
         return len(self.entries)
+
+    def detectors(self) -> list[Detector]:
+        """The entries as the stream scanner reads them best: a regex of an entry without
+        context words is a pattern detector of its own (the scanner's start tables and its
+        `needs` digit skip it on most text); the others stay in one set, asked on every scan.
+        Both find exactly what this set finds."""
+        fast: list[Detector] = []
+        rest: list[PatternEntry] = []
+        for entry in self.entries:
+            if entry.context is not None:
+                rest.append(entry)
+                continue
+            made = [regex_detector(entry.kind, src, entry.validator) for src in entry.sources]
+            if any(d is None for d in made):
+                rest.append(entry)
+            else:
+                fast.extend(d for d in made if d is not None)
+        return [*fast, PatternSet(rest)] if rest else fast
 
     def candidates(self, text: str, pos: int, endpos: int, *, partial: bool) -> Candidates:
         hold = endpos

@@ -163,6 +163,7 @@ function openRoute() {
   if (id !== chat.currentId) {
     systemPromptText = null;
     models.show(id, null);
+    $('model-select').disabled = false;
   }
   closeSidebar();
   chat.open(id);
@@ -310,6 +311,7 @@ function createApp() {
     systemPromptText = typeof conversation.system_prompt === 'string' ? conversation.system_prompt : null;
     const owner = conversation.access === undefined || conversation.access === 'owner';
     $('system-prompt-open').disabled = !owner;
+    $('model-select').disabled = !owner; // the model is the owner's to change
     $('system-prompt-open').classList.toggle('has-prompt', Boolean(systemPromptText));
   });
   chat.addEventListener('reply-done', scheduleListReload);

@@ -26,7 +26,7 @@ from tests.browser.chat_page import (
     send_and_wait,
 )
 from tests.browser.chromium import NEEDS_CHROMIUM
-from tests.browser.server_process import ServerProcess
+from tests.browser.server_process import ServerProcess, start_server
 from tests.browser.ui_support import (
     CARD,
     EMAIL,
@@ -272,3 +272,36 @@ def test_a_block_keeps_its_reason_after_a_reload(
         assert_wire_clean(tap, upstream)
     finally:
         ctx.close()
+
+
+def test_a_reply_cut_by_a_server_restart_says_so(
+    browser: Browser, tmp_path_factory: pytest.TempPathFactory, upstream: UiUpstream
+) -> None:
+    """The server stops mid-reply; started again on the same data, the reply is shown
+    interrupted (ended by the server), never as stopped by the user."""
+    root = tmp_path_factory.mktemp("restart")
+    first = start_server(root, upstream.url)
+    try:
+        ctx = browser.new_context(base_url=first.url)
+        ctx.set_default_timeout(15_000)
+        page, tap = page_with_tap(ctx)
+        open_chat(page)
+        send(page, f"canary:slow:200 Call {PHONE}.")
+        tap.wait_for(page, lambda: len(tap.of_type("assistant_delta")) >= 3, "the reply to stream")
+        start = tap.of_type("assistant_start")[0]
+        ctx.close()
+    finally:
+        first.stop()
+    again = start_server(root, upstream.url)
+    try:
+        ctx = browser.new_context(base_url=again.url)
+        ctx.set_default_timeout(15_000)
+        page, tap = page_with_tap(ctx)
+        open_chat(page, f"/#/c/{start['conversation_id']}")
+        reply = assistant_message(page, str(start["message_id"]))
+        expect(reply).to_have_attribute("data-state", "interrupted")
+        expect(reply.get_by_test_id("message-state")).to_contain_text("Interrupted")
+        expect(reply.get_by_role("button", name="Retry")).to_be_visible()
+        ctx.close()
+    finally:
+        again.stop()

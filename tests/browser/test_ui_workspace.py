@@ -206,7 +206,7 @@ def test_documents_are_attached_masked_and_refusals_say_why(
 
 
 def test_search_finds_a_value_and_export_downloads_it_restored(
-    ui: BrowserContext, canary_upstream: CanaryUpstream
+    ui: BrowserContext, canary_upstream: CanaryUpstream, server: ServerProcess
 ) -> None:
     page, tap = page_with_tap(ui)
     open_chat(page)
@@ -252,3 +252,4 @@ def test_search_finds_a_value_and_export_downloads_it_restored(
             assert not re.search(r"<EMAIL_\d+>", content)
         assert EMAIL not in download.value.suggested_filename
     assert_wire_clean(tap, canary_upstream)
+    assert_log_clean(server)  # the query held a value: no access line may show it

@@ -59,7 +59,7 @@ sys.path.insert(0, str(BENCH))
 
 from server import (  # noqa: E402
     burst_report,
-    cluster,
+    cluster_cli,
     cluster_report,
     driver,
     moderation,
@@ -209,7 +209,7 @@ def _parser() -> argparse.ArgumentParser:
         default=800,
         help="characters per moderated reply (~7 sentences)",
     )
-    cluster.add_arguments(p)
+    cluster_cli.add_arguments(p)
     p.add_argument("--chars", type=int, default=400, help="characters per reply")
     p.add_argument("--rate", type=float, default=20.0, help="upstream chunks/s per stream")
     p.add_argument("--deflate", action="store_true", help="clients negotiate permessage-deflate")
@@ -459,7 +459,7 @@ def bench(args: argparse.Namespace, settings: driver.Settings) -> tuple[str, dic
     if "moderation" in workloads:
         data["moderation"] = moderate(kinds, args, settings)
     if "cluster" in workloads:
-        data["cluster"] = cluster.run(kinds, args, settings)
+        data["cluster"] = cluster_cli.run(kinds, args, settings)
     return render(_header("Load and latency", sys.argv[1:]), data), data
 
 

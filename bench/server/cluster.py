@@ -1,31 +1,34 @@
 """The cluster workload (issue 20): holdback as 1 and 2 processes on one PostgreSQL.
 
-The rule it keeps: every process of a measurement is a real `holdback serve` on loopback,
-sharing one throwaway PostgreSQL (`pg.py`) through `HOLDBACK_DATABASE_URL` and one
-`HOLDBACK_VAULT_KEY`, each measurement on a database of its own, every process gone before
-the next one starts; the first process starts alone (it migrates the schema), the others
-after it answers. CPU is read from each process's own clock at the edges of each round, by
-the load's own process (`cluster_load.py`, `fanout.py`), for every server, PostgreSQL (with
-its exited backends), the upstream and the clients, so the 2-core picture is whole.
+The rule it keeps: every process measured is a real `holdback serve` on loopback; those of
+one configuration share one throwaway PostgreSQL (`pg.py`) through `HOLDBACK_DATABASE_URL`
+and one `HOLDBACK_VAULT_KEY`, each configuration on a database of its own; the first process
+of a configuration starts alone (it migrates the schema), the others after it answers, and
+every process is gone when the measurement ends. CPU is read from each process's own clock
+at the edges of each round, by the load's own process (`cluster_load.py`, `fanout.py`), for
+every server, PostgreSQL (with its exited backends), the upstream and the clients, and the
+machine's busy time beside them, so the 2-core picture is whole.
 
 Two measurements:
-- throughput (`throughput`): for each P, rounds of N new one-turn conversations, spread
+- throughput (`throughputs`): for each P, rounds of N new one-turn conversations, spread
   round-robin over the P processes; replies per second per round, CPU per streamed chunk
   summed over the P servers, and each part's share of the machine. With `sqlite`, one
-  process on the embedded default (no cluster) is measured the same way, for reference;
+  process on the embedded default (no cluster) is measured the same way, for reference.
+  Every configuration runs from the start, and they take turns within each round, so work
+  beside the run falls on each alike (the others idle meanwhile: their timers are "other");
 - fan-out (`fan_out`): one reply on A watched by K connections on B (and, for comparison,
   on A): the extra CPU on the watchers' process per connection and per frame.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import secrets
 import shutil
 import statistics
 import sys
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -33,6 +36,7 @@ import orjson
 from . import analysis, cluster_load, driver, fanout, pg, procs, watchers
 
 WARM_UPS = 2  # conversations through each process before measuring
+PAUSE = 1.0  # seconds between rounds
 
 
 def _pythonpath(kind: str, settings: driver.Settings) -> str:
@@ -92,61 +96,103 @@ def _alive(started: list[tuple[procs.Child, int]], kind: str) -> None:
             raise procs.ProcessFailedError(f"{kind} died during the run:\n{child.tail()}")
 
 
-def throughput(
+@dataclass
+class Config:
+    """One configuration of the throughput measurement: P processes on one database."""
+
+    count: int
+    engine: str  # postgresql or sqlite
+    first_tag: int
+    started: list[tuple[procs.Child, int]] = field(default_factory=list)
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{self.engine}-{self.count}"
+
+
+def throughputs(
     kind: str,
-    count: int,
-    database_url: str | None,
-    postgres: pg.Postgres | None,
+    configs: list[Config],
+    postgres: pg.Postgres,
     upstream: driver.Upstream,
     settings: driver.Settings,
     n: int,
     rounds: int,
-    run: int,
-) -> dict[str, Any]:
-    """Rounds of N new conversations over `count` processes (`database_url` None: SQLite)."""
-    engine = "postgresql" if database_url else "sqlite"
-    tag = f"cluster-{kind}-{engine}-{count}-{run}"
-    out = settings.work / f"load-{tag}.json"
-    started = start(kind, count, _shared(database_url), upstream, settings, tag, "none")
-    load: procs.Child | None = None
+) -> list[dict[str, Any]]:
+    """Rounds of N new conversations for every configuration, the configurations taking
+    turns within each round (so work beside the run, if any, falls on each alike); all of
+    them are started (and warmed up) first, each on its own database, and stopped after."""
     try:
-        for _ in range(WARM_UPS):
-            for _, port in started:
-                driver.warm_up(port)
+        for c in configs:
+            database = postgres.database() if c.engine == "postgresql" else None
+            tag = f"cluster-{kind}-{c.name}"
+            c.started = start(kind, c.count, _shared(database), upstream, settings, tag, "none")
+            for _ in range(WARM_UPS):
+                for _, port in c.started:
+                    driver.warm_up(port)
         upstream.take_log()
-        argv = [sys.executable, "-m", "server.cluster_load", "--n", str(n)]
-        argv += ["--rounds", str(rounds), "--out", str(out), "--run", str(run)]
-        for i, (child, port) in enumerate(started):
-            argv += ["--url", f"ws://127.0.0.1:{port}/ws", "--cpu", f"{_name(i)}={child.pid}"]
-        if postgres is not None:
-            argv += ["--cpu", f"postgres={postgres.pid}"]
-        argv += ["--cpu", f"upstream={upstream.child.pid}"]
         t0 = time.monotonic()
-        load = procs.Child(f"load-{tag}", argv, settings.work)
-        reply = settings.burst_chars / 3.5 / settings.rate
-        if load.wait(timeout=rounds * (reply * 20 + 60) + 60) != 0:
-            raise procs.ProcessFailedError(f"the cluster load failed:\n{load.tail()}")
+        for r in range(rounds):
+            for c in configs[r % len(configs) :] + configs[: r % len(configs)]:
+                time.sleep(PAUSE)
+                found = _one_round(kind, c, postgres, upstream, settings, n, r)
+                found["round"] = r
+                c.rounds.append(found)
         seconds = time.monotonic() - t0
         log = upstream.take_log()
-        _alive(started, kind)
+        for c in configs:
+            _alive(c.started, kind)
     finally:
-        if load is not None:
-            load.stop()
-        stop(started)
-    data = orjson.loads(out.read_bytes())
+        for c in configs:
+            stop(c.started)
+    results = []
+    for c in configs:
+        result = throughput_figures(c.rounds, log["streams"], c.count)
+        result.update(
+            server=kind,
+            workload="cluster",
+            engine=c.engine,
+            processes=c.count,
+            n=n,
+            seconds=seconds,
+            chars=settings.burst_chars,
+            rate=settings.rate,
+            upstream_lag_us=log["lag_us"],
+        )
+        results.append(result)
+    return results
+
+
+def _one_round(
+    kind: str,
+    c: Config,
+    postgres: pg.Postgres,
+    upstream: driver.Upstream,
+    settings: driver.Settings,
+    n: int,
+    r: int,
+) -> dict[str, Any]:
+    """One round of one configuration, by a load process of its own (`cluster_load.py`)."""
+    tag = f"{kind}-{c.name}-{r}"
+    out = settings.work / f"load-{tag}.json"
+    argv = [sys.executable, "-m", "server.cluster_load", "--n", str(n), "--rounds", "1"]
+    argv += ["--out", str(out), "--run", str(c.first_tag + r)]
+    for i, (child, port) in enumerate(c.started):
+        argv += ["--url", f"ws://127.0.0.1:{port}/ws", "--cpu", f"{_name(i)}={child.pid}"]
+    if c.engine == "postgresql":
+        argv += ["--cpu", f"postgres={postgres.pid}"]
+    argv += ["--cpu", f"upstream={upstream.child.pid}"]
+    load = procs.Child(f"load-{tag}", argv, settings.work)
+    try:
+        reply = settings.burst_chars / 3.5 / settings.rate
+        if load.wait(timeout=reply * 20 + 120) != 0:
+            raise procs.ProcessFailedError(f"the cluster load failed:\n{load.tail()}")
+    finally:
+        load.stop()
+    (found,) = orjson.loads(out.read_bytes())["rounds"]
     out.unlink()
-    result = throughput_figures(data["rounds"], log["streams"], count)
-    result.update(
-        server=kind,
-        workload="cluster",
-        engine=engine,
-        processes=count,
-        n=n,
-        seconds=seconds,
-        chars=settings.burst_chars,
-        rate=settings.rate,
-        upstream_lag_us=log["lag_us"],
-    )
+    result: dict[str, Any] = found
     return result
 
 
@@ -308,29 +354,20 @@ def measure(
     result: dict[str, Any] = {"server": kind, "throughput": [], "fanout": []}
     with pg.Postgres() as postgres:
         result["postgres"] = postgres.version
+        configs = [Config(1, "sqlite", 0)] if options["sqlite"] else []
+        configs += [Config(p, "postgresql", 0) for p in processes]
+        for i, c in enumerate(configs):
+            c.first_tag = cluster_load.RUN_BASE + i * options["rounds"]
         upstream = driver.Upstream(settings, chars=settings.burst_chars)
         try:
-            configs: list[tuple[int, bool]] = [(p, True) for p in processes]
-            if options["sqlite"]:
-                configs.insert(0, (1, False))
-            for i, (count, on_pg) in enumerate(configs):
-                first_tag = cluster_load.RUN_BASE + i * options["rounds"]
-                url = postgres.database() if on_pg else None
-                r = throughput(
-                    kind,
-                    count,
-                    url,
-                    postgres if on_pg else None,
-                    upstream,
-                    settings,
-                    options["n"],
-                    options["rounds"],
-                    first_tag,
-                )
-                result["throughput"].append(r)
-                print(_line(r), flush=True)
+            found = throughputs(
+                kind, configs, postgres, upstream, settings, options["n"], options["rounds"]
+            )
         finally:
             upstream.stop()
+        for r in found:
+            result["throughput"].append(r)
+            print(_line(r), flush=True)
         # Each stagger on a database of its own; the comparison on A only with the first.
         for i, stagger in enumerate(options["fan_stagger"] if options["fan_ks"] else ()):
             where = options["fan_where"] if i == 0 else ("remote",)
@@ -376,109 +413,3 @@ def _fan_line(r: dict[str, Any]) -> str:
         if row["k"]
     ]
     return f"fan-out {r['server']} (one reply {r['reply_ms']:.1f} ms): " + "; ".join(cells)
-
-
-# Command line (`bench/server_load.py --workload cluster`, or `--processes`).
-
-
-def _processes(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected process counts, not {text!r}") from None
-    if not values or any(not 1 <= v <= 8 for v in values) or len(set(values)) < len(values):
-        raise argparse.ArgumentTypeError("each process count once, between 1 and 8")
-    return values
-
-
-def _fan_ks(text: str) -> tuple[int, ...]:
-    values = tuple(int(x) for x in text.split(",") if x.strip())
-    if any(not 1 <= v <= watchers.MAX_VIEWERS for v in values):
-        raise argparse.ArgumentTypeError(f"each K between 1 and {watchers.MAX_VIEWERS}")
-    return values  # empty: no fan-out
-
-
-def _bounded(name: str, low: int, high: int) -> Any:
-    def parse(text: str) -> int:
-        value = int(text)
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{name} must be between {low} and {high}")
-        return value
-
-    return parse
-
-
-def _staggers(text: str) -> tuple[float, ...]:
-    try:
-        values = tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, not {text!r}") from None
-    if not values or any(not 0 <= v <= 0.5 for v in values) or len(set(values)) < len(values):
-        raise argparse.ArgumentTypeError("each --fan-stagger once, between 0 and 0.5 s")
-    return values
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--processes",
-        type=_processes,
-        default=None,
-        help="the cluster workload's process counts on one PostgreSQL (1,2); implies "
-        "--workload cluster unless another is named",
-    )
-    p.add_argument(
-        "--cluster-n",
-        type=_bounded("--cluster-n", 1, 1000),
-        default=200,
-        help="new conversations at once per cluster round",
-    )
-    p.add_argument(
-        "--cluster-rounds",
-        type=_bounded("--cluster-rounds", 1, 10),
-        default=5,
-        help="cluster rounds per process count",
-    )
-    p.add_argument(
-        "--cluster-sqlite",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="also one process on SQLite, the embedded default, for reference",
-    )
-    p.add_argument("--fan-ks", type=_fan_ks, default=(1, 5, 20), help="viewers on B ('' none)")
-    p.add_argument(
-        "--fan-rounds", type=_bounded("--fan-rounds", 1, 30), default=5, help="fan-out rounds"
-    )
-    p.add_argument(
-        "--fan-where",
-        type=fanout._places,
-        default=fanout.PLACES,
-        help="where the viewers are: remote (on B), local (on A, for comparison)",
-    )
-    p.add_argument(
-        "--fan-stagger",
-        type=_staggers,
-        default=(0.0, 0.05),
-        help="seconds between the viewers' watches, one fan-out each (0: all at once; "
-        "default 0,0.05)",
-    )
-
-
-def run(kinds: list[str], args: argparse.Namespace, settings: driver.Settings) -> list[Any]:
-    """The cluster workload for each holdback of the run (this checkout's, each `--base`)."""
-    measured = [k for k in kinds if k == "holdback" or k.startswith(driver.BASE_PREFIX)]
-    options = {
-        "n": args.cluster_n,
-        "rounds": args.cluster_rounds,
-        "sqlite": args.cluster_sqlite,
-        "fan_ks": args.fan_ks,
-        "fan_rounds": args.fan_rounds,
-        "fan_where": args.fan_where,
-        "fan_stagger": args.fan_stagger,
-    }
-    processes = args.processes or (1, 2)
-    if len(processes) + args.cluster_sqlite > 4 or max(processes) > 8:
-        raise SystemExit("at most four cluster configurations per run")
-    results = []
-    for number, kind in enumerate(measured, 1):
-        results.append(measure(kind, processes, options, settings, number))
-    return results

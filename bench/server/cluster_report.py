@@ -119,7 +119,7 @@ def reading(rows: Sequence[Row]) -> str:
         return ""
     cores = pgs[0]["cores"]
     out = []
-    for r in pgs:
+    for r in rows:
         busy = r["share_pct"].get("machine", float("nan"))
         full = busy >= SATURATED * cores * 100
         other = r["share_pct"].get("other", float("nan"))

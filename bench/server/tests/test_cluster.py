@@ -1,8 +1,9 @@
 """The cluster workload: its figures on synthetic rounds, and a tiny real run of two processes.
 
-The real run starts a throwaway PostgreSQL and two `holdback serve` processes on it, sends a
-round of four conversations spread over both, and has one reply on A watched by one viewer
-on B; it checks what the rig counts (replies per process, chunks, every clock), not speed.
+The real run starts a throwaway PostgreSQL and two `holdback serve` processes on it (and one
+on SQLite), sends a round of four conversations spread over both (and four to the third),
+and has one reply on A watched by one viewer on B; it checks what the rig counts (replies
+per process, chunks, every clock), not speed.
 """
 
 from __future__ import annotations
@@ -151,14 +152,18 @@ def test_a_tiny_real_run_of_two_processes(tmp_path: Path) -> None:
     options = {
         "n": 4,
         "rounds": 1,
-        "sqlite": False,
+        "sqlite": True,
         "fan_ks": (1,),
         "fan_rounds": 1,
         "fan_where": ("remote",),
         "fan_stagger": (0.0,),
     }
     result = cluster.measure("holdback", (2,), options, settings, 1)
-    (load,) = result["throughput"]
+    embedded, load = result["throughput"]  # the two configurations took turns
+    assert (embedded["engine"], embedded["processes"]) == ("sqlite", 1)
+    assert embedded["complete"] == 4, embedded["outcomes"]
+    assert "postgres" not in embedded["per_chunk_ms"]
+    assert (load["engine"], load["processes"]) == ("postgresql", 2)
     assert load["complete"] == 4, load["outcomes"]
     assert load["mismatches"] == 0
     assert load["leaks"] == 0

@@ -37,6 +37,7 @@ from . import analysis, cluster_load, driver, fanout, pg, procs, watchers
 
 WARM_UPS = 2  # conversations through each process before measuring
 PAUSE = 1.0  # seconds between rounds
+QUIET = cluster_load.QUIET
 
 
 def _pythonpath(kind: str, settings: driver.Settings) -> str:
@@ -146,9 +147,17 @@ def throughputs(
     finally:
         for c in configs:
             stop(c.started)
+    used, is_quiet = quiet_rounds([c.rounds for c in configs], rounds)
     results = []
     for c in configs:
-        result = throughput_figures(c.rounds, log["streams"], c.count)
+        result = throughput_figures([c.rounds[r] for r in used], log["streams"], c.count)
+        result["quiet"] = is_quiet
+        result["left_out"] = [
+            {"round": r, "other_pct": cluster_load.beside(rnd["cpu"], rnd["seconds"])}
+            for r, rnd in enumerate(c.rounds)
+            if r not in used
+        ]
+        result["rounds_total"] = rounds
         result.update(
             server=kind,
             workload="cluster",
@@ -162,6 +171,20 @@ def throughputs(
         )
         results.append(result)
     return results
+
+
+def quiet_rounds(per_config: list[list[dict[str, Any]]], rounds: int) -> tuple[list[int], bool]:
+    """The round numbers to use, and whether they are the quiet ones: a round where any
+    configuration had work beside it is left out for all of them, unless that leaves fewer
+    than half of the rounds (then all are used, and the report says the machine was busy)."""
+    quiet = [
+        r
+        for r in range(rounds)
+        if all(not cluster_load.beside(c[r]["cpu"], c[r]["seconds"]) > QUIET for c in per_config)
+    ]
+    if len(quiet) * 2 >= rounds:
+        return quiet, True
+    return list(range(rounds)), False
 
 
 def _one_round(

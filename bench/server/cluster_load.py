@@ -27,6 +27,9 @@ from . import burst, pg, procs, watchers
 
 # Stream keys of cluster rounds use run tags from here on (two letters: at most 675).
 RUN_BASE = 620
+# A round is quiet when the machine was busy beside the processes measured (other work, the
+# kernel's own) for at most this share of one core; the figures use quiet rounds.
+QUIET = 15.0
 
 
 def _clock(name: str, pid: int) -> float:
@@ -39,6 +42,14 @@ def clocks(pids: dict[str, int]) -> dict[str, float]:
     out["clients"] = watchers.cpu_seconds(os.getpid())
     out["machine"] = procs.machine_busy_seconds()
     return out
+
+
+def beside(cpu: dict[str, float], seconds: float) -> float:
+    """A round's machine busy time beside every clock it read, % of one core."""
+    if "machine" not in cpu or not seconds:
+        return float("nan")
+    measured = sum(v for name, v in cpu.items() if name != "machine")
+    return (cpu["machine"] - measured) / seconds * 100
 
 
 def _target(url: str, timeout: float) -> argparse.Namespace:

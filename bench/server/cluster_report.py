@@ -13,11 +13,12 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from . import cluster_load
 from .report import fmt
 
 Row = Mapping[str, Any]
 SATURATED = 0.9  # a machine busy this share of its cores has no idle core to give
-QUIET = 15.0  # % of a core busy beside the measured processes (the kernel's share included)
+QUIET = cluster_load.QUIET  # % of a core busy beside the processes measured
 
 
 def _pct(value: float | None) -> str:
@@ -41,8 +42,9 @@ def throughput_table(rows: Sequence[Row]) -> str:
     lines = [
         "| processes | replies / s (median; min-max of rounds) | vs 1 on PostgreSQL | "
         "completion p50 / p99 | CPU / chunk, holdback (all processes) | CPU / chunk, "
-        "PostgreSQL | CPU / reply, holdback + PostgreSQL | complete | mismatches / leaks |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "PostgreSQL | CPU / reply, holdback + PostgreSQL | rounds | complete | "
+        "mismatches / leaks |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         chunk, reply = r["per_chunk_ms"], r["per_reply_ms"]
@@ -56,7 +58,8 @@ def throughput_table(rows: Sequence[Row]) -> str:
             f"{fmt(r['replies_per_s_max'], 1)}) | {vs} | {fmt(r['end_p50_ms'] / 1e3)} / "
             f"{fmt(r['end_p99_ms'] / 1e3)} s | {_ms(chunk.get('servers'))} | "
             f"{_ms(chunk.get('postgres'))} | {_ms(reply.get('servers'), 1)} + "
-            f"{_ms(reply.get('postgres'), 1)} | {r['complete']} / {r['conversations']} | "
+            f"{_ms(reply.get('postgres'), 1)} | {len(r['rounds'])} of "
+            f"{r.get('rounds_total', len(r['rounds']))} | {r['complete']} / {r['conversations']} | "
             f"{r['mismatches']} / {r['leaks']} |"
         )
     return "\n".join(lines)
@@ -130,6 +133,13 @@ def reading(rows: Sequence[Row]) -> str:
         if other > QUIET:
             line += f", {_pct(other)} of it other work: **not a quiet machine**"
         out.append(line + ".")
+    left = list(rows[0].get("left_out", ()))
+    if left:
+        what = ", ".join(f"round {x['round'] + 1}" for x in left)
+        out.append(
+            f"- Left out, for every configuration: {what} (other work beside a configuration "
+            f"over {QUIET:g} % of a core)."
+        )
     one, top = _one_pg(pgs), max(pgs, key=lambda r: r["processes"])
     if one is not None and top is not one:
         gain = top["replies_per_s"] / one["replies_per_s"]
@@ -201,6 +211,19 @@ def _fan_intro(result: Row) -> str:
     )
 
 
+def _fan_left(fan: Row) -> str:
+    if not fan.get("quiet", True):
+        return "\n\nMost rounds had other work beside them; **not a quiet machine**."
+    left = fan.get("left_out") or ()
+    if not left:
+        return ""
+    return (
+        f"\n\n{len(left)} rounds left out (other work beside them over {QUIET:g} % of a core): "
+        + ", ".join(f"K = {x['k']} {x['where']} round {x['round'] + 1}" for x in left)
+        + "."
+    )
+
+
 def cluster_report(results: Sequence[Row]) -> str:
     if not results:
         return ""
@@ -217,5 +240,5 @@ def cluster_report(results: Sequence[Row]) -> str:
             title = f"#### {result['server']}: fan-out to another process"
             if fan.get("stagger"):
                 title += f", watches {fan['stagger']:g} s apart"
-            parts.append(f"{title}\n\n{_fan_intro(fan)}\n\n" + fanout_table(fan))
+            parts.append(f"{title}\n\n{_fan_intro(fan)}\n\n" + fanout_table(fan) + _fan_left(fan))
     return "\n\n".join(parts)

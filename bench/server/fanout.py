@@ -36,7 +36,7 @@ import orjson
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.typing import Origin
 
-from . import pg, procs, watchers
+from . import cluster_load, pg, procs, watchers
 
 PLACES: Final = ("remote", "local")
 BASELINE: Final = (0, "remote")  # the owner alone on A: nobody watches, B idles
@@ -149,10 +149,14 @@ def figures(data: Mapping[str, Any], streams: Sequence[Mapping[str, Any]]) -> di
     texts = {s["key"]: s.get("text") for s in streams}
     by: dict[tuple[int, str], dict[int, dict[str, Any]]] = {}
     failures: dict[str, int] = {}
+    done = [rnd for rnd in data["rounds"] if "failure" not in rnd]
     for rnd in data["rounds"]:
         if "failure" in rnd:
             failures[rnd["failure"]] = failures.get(rnd["failure"], 0) + 1
-            continue
+    # Rounds with work beside them are left out, unless that leaves fewer than half.
+    quiet = [rnd for rnd in done if not _other(rnd) > cluster_load.QUIET]
+    used = quiet if len(quiet) * 2 >= len(done) else done
+    for rnd in used:
         by.setdefault((rnd["k"], rnd["where"]), {})[rnd["round"]] = rnd
     base = by.get(BASELINE, {})
     reply_ms = _mean([rnd["cpu"]["a"] * 1e3 for rnd in base.values()])
@@ -198,7 +202,17 @@ def figures(data: Mapping[str, Any], streams: Sequence[Mapping[str, Any]]) -> di
                 past = [ms / (k - watchers.POLICIES) for ms, _ in _paired(rounds, three, clock)]
                 row["past_ms"], row["past_err"] = _mean(past), _stderr(past)
         rows.append(row)
-    return {"rows": rows, "reply_ms": reply_ms, "failures": failures}
+    return {
+        "rows": rows,
+        "reply_ms": reply_ms,
+        "failures": failures,
+        "quiet": used is quiet,
+        "left_out": [
+            {"k": r["k"], "where": r["where"], "round": r["round"], "other_pct": _other(r)}
+            for r in done
+            if used is quiet and r not in quiet
+        ],
+    }
 
 
 # Command line.

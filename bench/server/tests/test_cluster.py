@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import server_load
 
-from server import cluster, cluster_report, driver, fanout, pg, script, watchers
+from server import cluster, cluster_load, cluster_report, driver, fanout, pg, script, watchers
 
 VALUES = {"<EMAIL_1>": "user.aab@acme-mail.com", "<PHONE_1>": "+1 415 555 0101"}
 MODEL = "Write to <EMAIL_1> today. Call <PHONE_1> or <EMAIL_1> again."
@@ -136,6 +136,37 @@ def test_fanout_figures_are_read_on_the_watchers_process() -> None:
     result.update(chunks_per_reply=30.0, rate=20.0)
     table = cluster_report.fanout_table(result)
     assert "| 20 | B | 3 | 100.0 | 80.0 ms | 41.0 ms |" in table
+
+
+def test_rounds_with_work_beside_them_are_left_out_for_every_configuration() -> None:
+    def rnd(machine: float) -> dict[str, Any]:  # 2 s, 1.0 s measured
+        return {
+            "seconds": 2.0,
+            "cpu": {"a": 0.6, "postgres": 0.3, "clients": 0.1, "machine": machine},
+        }
+
+    # Round 2 of the second configuration had 1.0 s of other work beside it (50 %).
+    one, two = [rnd(1.1), rnd(1.1), rnd(1.1)], [rnd(1.1), rnd(1.1), rnd(2.0)]
+    assert cluster.quiet_rounds([one, two], 3) == ([0, 1], True)
+    # When most rounds were busy, all are used, and the report is to say so.
+    assert cluster.quiet_rounds([[rnd(2.0), rnd(2.0), rnd(1.1)]], 3) == ([0, 1, 2], False)
+    assert math.isclose(cluster_load.beside(rnd(2.0)["cpu"], 2.0), 50.0)
+
+
+def test_fanout_leaves_out_a_busy_round() -> None:
+    rounds = [_fan_round(k, "remote", r, 80.0, 1.0 + 2.0 * k) for r in range(3) for k in (0, 5)]
+    for rnd in rounds:
+        rnd["cpu"]["machine"] = sum(rnd["cpu"].values())  # nothing beside them
+    rounds[-1]["cpu"]["machine"] += 4.0  # K = 5, round 3: 4 s of other work in 5 s
+    result = fanout.figures({"rounds": rounds}, [{"key": r["key"], "text": MODEL} for r in rounds])
+    rows = {(row["where"], row["k"]): row for row in result["rows"]}
+    assert result["quiet"]
+    assert result["left_out"] == [
+        {"k": 5, "where": "remote", "round": 2, "other_pct": pytest.approx(80.0)}
+    ]
+    assert rows["remote", 5]["rounds"] == 2
+    assert math.isclose(rows["remote", 5]["extra_ms"], 2.0)
+    assert "1 rounds left out" in cluster_report._fan_left(result)
 
 
 def _have_postgres() -> bool:

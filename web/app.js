@@ -202,7 +202,10 @@ function syncComposer() {
   else if (chat.replyElsewhere) reason = 'A reply is still being written in another tab or window…';
   else if (attachments.busy) reason = 'Reading the document…';
   composer.setState({
-    canSend: chat.canSend && !attachments.busy, streaming: chat.replyInFlight, reason,
+    canSend: chat.canSend && !attachments.busy,
+    streaming: chat.replyInFlight,
+    reason,
+    showSend: chat.replyInFlight && chat.replyResumed,
   });
   $('messages').setAttribute('aria-busy', String(chat.replyInFlight));
   for (const item of list.items) list.setStreaming(item.id, chat.streamingByConv.has(item.id));

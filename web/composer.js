@@ -62,9 +62,11 @@ export class Composer extends EventTarget {
     this.update();
   }
 
-  setState({ canSend, streaming, reason }) {
+  /** `showSend`: keep Send in view (disabled) beside Stop, for a reply resumed after a reload. */
+  setState({ canSend, streaming, reason, showSend = false }) {
     this.canSend = canSend;
     this.streaming = streaming;
+    this.showSend = showSend;
     this.hint.textContent = reason ?? '';
     this.update();
   }
@@ -72,7 +74,7 @@ export class Composer extends EventTarget {
   update() {
     const hasText = this.textarea.value.trim() !== '';
     this.sendButton.disabled = !(this.canSend && hasText);
-    this.sendButton.hidden = this.streaming;
+    this.sendButton.hidden = this.streaming && !this.showSend;
     this.stopButton.hidden = !this.streaming;
     this.stopButton.disabled = !this.streaming;
   }

@@ -63,7 +63,7 @@ class Cluster:
         lease_ttl: float = LEASE_TTL,
     ) -> None:
         self.store = store
-        self.holder = f"{socket.gethostname()[:40]}:{os.getpid()}:{secrets.token_hex(4)}"
+        self.holder = f"{_machine()}:{os.getpid()}:{secrets.token_hex(4)}"
         self.lease_ttl = lease_ttl
         self._dsn = dsn
         self._on_cancel = on_cancel
@@ -107,7 +107,17 @@ class Cluster:
             conversation_id, message_id, self.holder, self.lease_ttl
         )
         if not taken.ok:
-            return False
+            lease = await self.store.lease_of(conversation_id)
+            if lease is None or not _dead_here(lease.holder):
+                return False
+            # Its holder was a process on this machine that is gone (a restart after a
+            # crash): its lease lapses now, and is taken over with its reply closed.
+            await self.store.renew_leases(lease.holder, [conversation_id], 0.0)
+            taken = await self.store.acquire_lease(
+                conversation_id, message_id, self.holder, self.lease_ttl
+            )
+            if not taken.ok:
+                return False
         self._held.add(conversation_id)
         return True
 
@@ -121,7 +131,9 @@ class Cluster:
         lease = await self.store.lease_of(conversation_id)
         if lease is None or lease.expired or lease.holder == self.holder or not lease.message_id:
             return None
-        return lease.message_id
+        if _dead_here(lease.holder):
+            return None
+        return str(lease.message_id)
 
     async def _keeping_leases(self) -> None:
         while True:
@@ -212,3 +224,33 @@ class Cluster:
             return
         if holder == self.holder:
             self._on_cancel(conversation_id)
+
+
+def _machine() -> str:
+    """This machine and process namespace: the host name, the kernel's boot id and the pid
+    namespace, so that a holder's pid is only ever checked where it means that process."""
+    boot = ""
+    with contextlib.suppress(OSError):
+        boot = open("/proc/sys/kernel/random/boot_id").read().strip()[:8]  # noqa: SIM115
+    namespace = ""
+    with contextlib.suppress(OSError):
+        namespace = str(os.stat("/proc/self/ns/pid").st_ino)
+    return f"{socket.gethostname()[:40]}/{boot}/{namespace}"
+
+
+def _dead_here(holder: str) -> bool:
+    """Whether a lease's holder was a process of this machine and namespace that is gone."""
+    parts = holder.rsplit(":", 2)  # machine, pid, random (`Cluster.holder`)
+    if len(parts) != 3 or parts[0] != _machine() or not parts[1].isdigit():
+        return False
+    pid_text = parts[1]
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False

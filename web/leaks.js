@@ -15,12 +15,16 @@
  * apart. No DOM is touched except an inert DOMParser document, for character references.
  */
 
+import { KIND_SOURCE } from '/syntax.js';
+
 const SIMPLE = { '"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' };
 const JSON_ESCAPE = /\\(u[0-9a-fA-F]{4}|["\\/bfnrt])/g;
 const MD_ESCAPE = /\\([!-/:-@[-`{-~])/g;
 const MD_MARKS = /[*_`~]/g;
 const INVISIBLE = /[\s\u00ad\u200b-\u200f\u2060\ufeff]+/g;
-const FRAGMENT = /<?[A-Z][A-Z0-9]*_[0-9]+>|<[A-Z][A-Z0-9_]*/g;
+// A token's kind comes from the one token syntax (`/syntax.js`); a fragment is a token's
+// tail (`AIL_1>`) or head (`<EMAI`) left on a frame.
+const FRAGMENT = new RegExp(`<?${KIND_SOURCE}_[0-9]+>|<${KIND_SOURCE}`, 'g');
 
 export function jsonUnescape(text) {
   return text.replace(JSON_ESCAPE, (_, esc) => (esc[0] === 'u' ? String.fromCharCode(parseInt(esc.slice(1), 16)) : SIMPLE[esc]));

@@ -206,6 +206,7 @@ function syncComposer() {
     streaming: chat.replyInFlight,
     reason,
     showSend: chat.replyInFlight && chat.replyResumed,
+    hasDocuments: attachments.items.length > 0,
   });
   $('messages').setAttribute('aria-busy', String(chat.replyInFlight));
   for (const item of list.items) list.setStreaming(item.id, chat.streamingByConv.has(item.id));

@@ -347,7 +347,7 @@ export class Chat extends EventTarget {
 
   /** Send a message in the open conversation; false if it could not go out now. */
   send(text, { attachments = [] } = {}) {
-    if (!text.trim() || !this.canSend) return false;
+    if ((!text.trim() && attachments.length === 0) || !this.canSend) return false;
     const conversationId = this.currentId;
     const parent = conversationId === null ? null : this.leaf;
     if (conversationId !== null) this.watch(conversationId);

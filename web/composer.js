@@ -44,7 +44,7 @@ export class Composer extends EventTarget {
 
   submit() {
     const text = this.textarea.value;
-    if (!text.trim() || !this.canSend) return;
+    if ((!text.trim() && !this.hasDocuments) || !this.canSend) return;
     let accepted = false;
     this.dispatchEvent(new CustomEvent('submit', { detail: { text, accept: () => { accepted = true; } } }));
     if (accepted) {
@@ -63,8 +63,9 @@ export class Composer extends EventTarget {
   }
 
   /** `showSend`: keep Send in view (disabled) beside Stop, for a reply resumed after a reload. */
-  setState({ canSend, streaming, reason, showSend = false }) {
+  setState({ canSend, streaming, reason, showSend = false, hasDocuments = false }) {
     this.canSend = canSend;
+    this.hasDocuments = hasDocuments; // documents alone may be sent, with no typed text
     this.streaming = streaming;
     this.showSend = showSend;
     this.hint.textContent = reason ?? '';
@@ -72,7 +73,7 @@ export class Composer extends EventTarget {
   }
 
   update() {
-    const hasText = this.textarea.value.trim() !== '';
+    const hasText = this.textarea.value.trim() !== '' || Boolean(this.hasDocuments);
     this.sendButton.disabled = !(this.canSend && hasText);
     this.sendButton.hidden = this.streaming && !this.showSend;
     this.stopButton.hidden = !this.streaming;

@@ -92,6 +92,7 @@ class FormDialog extends EventTarget {
 
   close() {
     if (this.dialog.open) this.dialog.close();
+    this.cleared(); // at once: the dialog's own `close` event comes a task later
   }
 
   /** The dialog closed: what it showed leaves the page. */

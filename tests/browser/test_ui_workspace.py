@@ -202,6 +202,19 @@ def test_documents_are_attached_masked_and_refusals_say_why(
         )
         expect(page.get_by_test_id("toast").filter(has_text=name)).to_contain_text(said)
     expect(page.get_by_test_id("attachment-tray")).to_be_hidden()
+
+    # A document alone is a message: Send works with nothing typed.
+    page.get_by_test_id("attach-input").set_input_files(
+        files=[{"name": "note.md", "mimeType": "text/markdown", "buffer": f"Call {PHONE}".encode()}]
+    )
+    expect(page.get_by_test_id("attachment-tray").get_by_test_id("attachment")).to_be_visible()
+    before = len(tap.of_type("assistant_done"))
+    page.get_by_role("button", name="Send", exact=True).click()
+    tap.done_frame(page, before)
+    sent = [f.json() for f in tap.frames if f.direction == "sent" and '"user_message"' in f.payload]
+    assert sent[-1]["text"] == ""
+    assert len(sent[-1]["attachments"]) == 1
+    assert_upstream_never_saw_originals(canary_upstream)
     assert_wire_clean(tap, canary_upstream)
 
 

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
+import pathlib
 import secrets
 import socket
 from collections.abc import Callable
@@ -226,12 +228,13 @@ class Cluster:
             self._on_cancel(conversation_id)
 
 
+@functools.cache
 def _machine() -> str:
     """This machine and process namespace: the host name, the kernel's boot id and the pid
     namespace, so that a holder's pid is only ever checked where it means that process."""
     boot = ""
     with contextlib.suppress(OSError):
-        boot = open("/proc/sys/kernel/random/boot_id").read().strip()[:8]  # noqa: SIM115
+        boot = pathlib.Path("/proc/sys/kernel/random/boot_id").read_text().strip()[:8]
     namespace = ""
     with contextlib.suppress(OSError):
         namespace = str(os.stat("/proc/self/ns/pid").st_ino)

@@ -69,8 +69,12 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/transport_bench.py
 
+# Options go to bench/server_load.py: `make bench-server ARGS="--workload moderation
+# --servers relay-aiohttp"`; `make bench-server PROCESSES=1,2` is issue 20's `--processes 1,2`.
+ARGS ?=
+PROCESSES ?=
 bench-server: $(STAMP)
-	$(BIN)/python bench/server_load.py
+	$(BIN)/python bench/server_load.py $(if $(PROCESSES),--processes $(PROCESSES)) $(ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

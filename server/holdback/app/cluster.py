@@ -7,13 +7,15 @@ The rules:
   process that dies stops renewing; whichever process notices the lease expired first marks
   the reply incomplete (`ended_by` server) and the conversation takes messages again.
 - The process running a reply publishes what its gate released, tokenized and numbered
-  (`store/reply_frames.py`): batched every `FLUSH_EVERY` seconds, each batch announced by
-  `NOTIFY`. Another process shows them to its own viewers, rendered under each one's policy
-  by itself (`rendered_views.RemoteViews`); it reads what it missed by number from the
-  table, so a late or reconnecting viewer gets no gap and no duplicate.
-- Stop pressed on any process reaches the process that runs the reply (`NOTIFY` on the
-  control channel, naming the holder); the conversation's access is checked where the
-  request arrives, as for a local reply.
+  (`store/reply_frames.py`): every `FLUSH_EVERY` seconds, all its replies' new frames in one
+  transaction, each reply's announced by `NOTIFY` on its conversation's channel, which only
+  processes with a viewer of that conversation listen to. Another process shows them to
+  its own viewers, rendered under each one's policy by itself
+  (`rendered_views.RemoteViews`); it reads what it missed by number from the table, so a
+  late or reconnecting viewer gets no gap and no duplicate.
+- Stop pressed on any process reaches the process that runs the reply (`NOTIFY` on that
+  process's own control channel, named by the lease's holder); the conversation's access
+  is checked where the request arrives, as for a local reply.
 - No original value in a payload, a row or a log line: frames are tokenized, payloads are
   ids and numbers.
 """
@@ -29,14 +31,14 @@ import os
 import pathlib
 import secrets
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 import asyncpg
 
 from holdback.errors import describe
 from holdback.reply.frames import Frame, frame_of
-from holdback.store.reply_frames import CONTROL_CHANNEL, FRAMES_CHANNEL
+from holdback.store.reply_frames import control_channel, frames_channel
 from holdback.store.repository import Store
 
 log = logging.getLogger("holdback.cluster")
@@ -73,22 +75,25 @@ class Cluster:
         self._held: set[str] = set()  # conversations whose lease this process holds
         self._outbox: dict[tuple[str, str], list[tuple[int, str]]] = {}
         self._followers: dict[str, list[Follower]] = {}  # by message id
+        self._watched: dict[str, set[str]] = {}  # conversation id -> followed message ids
+        self._listening: set[str] = set()  # frame channels the listener is on
+        self._listen_lock = asyncio.Lock()  # one listener command at a time
         self._tasks: list[asyncio.Task[None]] = []
         self._reads: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         self._listener = await asyncpg.connect(self._dsn)
-        await self._listener.add_listener(FRAMES_CHANNEL, self._heard_frames)
-        await self._listener.add_listener(CONTROL_CHANNEL, self._heard_control)
+        await self._listener.add_listener(control_channel(self.holder), self._heard_control)
         self._tasks = [
             asyncio.create_task(self._flushing(), name="cluster-flush"),
             asyncio.create_task(self._keeping_leases(), name="cluster-leases"),
         ]
 
     async def close(self) -> None:
-        for task in self._tasks:
+        tasks = [*self._tasks, *self._reads]
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         with contextlib.suppress(Exception):
@@ -170,22 +175,53 @@ class Cluster:
 
     async def _flush(self) -> None:
         outbox, self._outbox = self._outbox, {}
-        for (conversation_id, message_id), frames in outbox.items():
-            await self.store.publish_frames(conversation_id, message_id, frames)
+        if outbox:
+            await self.store.publish_frames(outbox)
 
     # -- frames in -------------------------------------------------------------------------
 
-    async def follow(self, message_id: str, follower: Follower, after: int = 0) -> None:
-        """Deliver the reply's published frames after number `after`, then each new batch."""
+    async def follow(
+        self, conversation_id: str, message_id: str, follower: Follower, after: int = 0
+    ) -> None:
+        """Deliver the reply's published frames after number `after`, then each new batch.
+        The conversation's channel is listened to before the first read, so no batch falls
+        between the two."""
         self._followers.setdefault(message_id, []).append(follower)
+        self._watched.setdefault(conversation_id, set()).add(message_id)
+        await self._listen(conversation_id)
         await self._read(message_id, follower, after)
 
-    def unfollow(self, message_id: str, follower: Follower) -> None:
+    def unfollow(self, conversation_id: str, message_id: str, follower: Follower) -> None:
         followers = self._followers.get(message_id, [])
         if follower in followers:
             followers.remove(follower)
-        if not followers:
-            self._followers.pop(message_id, None)
+        if followers:
+            return
+        self._followers.pop(message_id, None)
+        watched = self._watched.get(conversation_id, set())
+        watched.discard(message_id)
+        if not watched:
+            self._watched.pop(conversation_id, None)
+            self._spawn(self._listen(conversation_id))
+
+    async def _listen(self, conversation_id: str) -> None:
+        """Listen to the conversation's channel while a reply of it is followed, not after."""
+        channel = frames_channel(conversation_id)
+        async with self._listen_lock:
+            wanted = conversation_id in self._watched
+            if self._listener is None or wanted == (channel in self._listening):
+                return
+            if wanted:
+                await self._listener.add_listener(channel, self._heard_frames)
+                self._listening.add(channel)
+            else:
+                self._listening.discard(channel)
+                await self._listener.remove_listener(channel, self._heard_frames)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(_logged(work))
+        self._reads.add(task)
+        task.add_done_callback(self._reads.discard)
 
     async def _read(self, message_id: str, follower: Follower, after: int) -> None:
         rows = await self.store.frames_after(message_id, after)
@@ -203,10 +239,7 @@ class Cluster:
         except (ValueError, KeyError, TypeError):
             return
         for follower in list(self._followers.get(message_id, [])):
-            read = self._read(message_id, follower, follower.shown)
-            task = asyncio.get_running_loop().create_task(read)
-            self._reads.add(task)
-            task.add_done_callback(self._reads.discard)
+            self._spawn(self._read(message_id, follower, follower.shown))
 
     # -- stop ------------------------------------------------------------------------------
 
@@ -215,7 +248,7 @@ class Cluster:
         if lease is None or lease.expired:
             return False
         payload = json.dumps({"cancel": conversation_id, "holder": lease.holder})
-        await self.store.notify(CONTROL_CHANNEL, payload)
+        await self.store.notify(control_channel(lease.holder), payload)
         return True
 
     def _heard_control(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
@@ -226,6 +259,14 @@ class Cluster:
             return
         if holder == self.holder:
             self._on_cancel(conversation_id)
+
+
+async def _logged(work: Coroutine[Any, Any, None]) -> None:
+    """A read or listener change the next announcement or follow mends: logged, not raised."""
+    try:
+        await work
+    except Exception as exc:
+        log.warning("following a reply failed: %s", describe(exc))
 
 
 @functools.cache

@@ -661,14 +661,12 @@ class Store:
         """The database this store is on (its description never holds a password)."""
         return self._db.target
 
-    async def publish_frames(
-        self, conversation_id: str, message_id: str, frames: Sequence[tuple[int, str]]
-    ) -> None:
-        """Store released frames (numbered, tokenized JSON) and announce them."""
+    async def publish_frames(self, batches: reply_frames.Batches) -> None:
+        """Store released frames (numbered, tokenized JSON) of the replies given, keyed by
+        (conversation id, message id), in one transaction, and announce each reply's."""
         notify = self._db.dialect != "sqlite"
         await self._db.write(
-            lambda s: reply_frames.publish(s, conversation_id, message_id, frames, notify=notify),
-            what="publishing frames",
+            lambda s: reply_frames.publish(s, batches, notify=notify), what="publishing frames"
         )
 
     async def frames_after(self, message_id: str, seq: int) -> list[tuple[int, str]]:

@@ -7,6 +7,7 @@ from the next reply on. Values are canaries; the oracle is plain substring searc
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -130,3 +131,47 @@ def test_a_viewer_it_is_not_shared_with_gets_not_found(
     assert {k: v for k, v in missing.items() if k != "conversation_id"} == {
         k: v for k, v in refused.items() if k != "conversation_id"
     }
+
+
+def seqs_of(frames: list[dict[str, Any]]) -> list[int]:
+    return [f["seq"] for f in frames if "seq" in f]
+
+
+def increasing(seqs: list[int]) -> bool:
+    """Each frame once, in order (frames a connection watches may be merged: gaps allowed)."""
+    return all(a < b for a, b in itertools.pairwise(seqs))
+
+
+def test_a_connection_watching_the_reply_it_asked_for_gets_each_frame_once(
+    client: TestClient, accounts: Accounts
+) -> None:
+    with client.websocket_connect("/ws", headers=accounts.bearer("alice")) as owner:
+        send(owner, {"type": "user_message", "conversation_id": None, "text": MESSAGE})
+        accepted = recv(owner)
+        chat = accepted["conversation_id"]
+        first = recv(owner)
+        send(owner, {"type": "watch", "conversation_id": chat})
+        frames = [first, *frames_until_done(owner)]
+    assert increasing(seqs_of(frames))
+    assert text_of(frames) == MESSAGE
+
+
+def test_a_resumed_then_watched_reply_is_sent_once_from_where_it_resumed(
+    client: TestClient, accounts: Accounts
+) -> None:
+    with client.websocket_connect("/ws", headers=accounts.bearer("alice")) as owner:
+        send(owner, {"type": "user_message", "conversation_id": None, "text": MESSAGE})
+        accepted = recv(owner)
+        chat = accepted["conversation_id"]
+        seen = [recv(owner), recv(owner)]  # then the tab is reloaded
+        message = seen[0]["message_id"]
+        with client.websocket_connect("/ws", headers=accounts.bearer("alice")) as again:
+            resume = {"type": "resume", "conversation_id": chat, "message_id": message,
+                      "after_seq": seen[-1]["seq"]}  # fmt: skip
+            send(again, resume)
+            send(again, {"type": "watch", "conversation_id": chat})
+            rest = frames_until_done(again)
+        frames_until_done(owner)
+    assert increasing(seqs_of(rest))
+    assert seqs_of(rest)[0] > seen[-1]["seq"]
+    assert text_of([*seen, *rest]) == MESSAGE

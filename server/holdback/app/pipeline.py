@@ -40,8 +40,8 @@ from holdback.app.offloop import OffLoop
 from holdback.app.remote_replies import RemoteReplies
 from holdback.app.rendered_views import RenderedViews
 from holdback.app.reply_pump import KEPT_REPLIES, KEPT_SECONDS, Reply, ReplyPump, reply_index
-from holdback.app.viewers import TooManyViewsError, Views
-from holdback.app.watching import Watcher, Watchers, connection_of, policy_for
+from holdback.app.viewers import TooManyViewsError, Views, connection_of
+from holdback.app.watching import Watcher, Watchers, policy_for
 from holdback.detect import DetectorSet, TermMatcher
 from holdback.errors import HoldbackError, wire_message
 from holdback.moderation.base import Moderator
@@ -533,7 +533,9 @@ class ChatService:
             running = await self.cluster.running_elsewhere(conversation_id)
             if running is not None:
                 reply = await self.remote.reply(conversation_id, running)
-        if reply is not None:  # the policy just read holds for the reply in flight
+        # The policy just read holds for the reply in flight; a connection already sent it
+        # (it asked for it, or resumed it) is not sent it twice.
+        if reply is not None and not reply.sends_to(emit):
             self._attach_as(reply, watcher, policy)
         return reply
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from holdback.app.rendered_views import RenderedViews, Rendering
-from holdback.app.viewers import Views, view_vault
+from holdback.app.viewers import Views, connection_of, view_vault
 from holdback.errors import HoldbackError, describe
 from holdback.moderation.base import ModerationFailedError, Moderator
 from holdback.moderation.gate import Check, ModerationGate, OpenGate
@@ -75,8 +75,10 @@ class Reply:
         viewer_id: str | None = None,
         after_seq: int = 0,
     ) -> None:
-        """Send `emit` the reply's frames after `after_seq` under `policy`, then the rest."""
+        """Send `emit` the reply's frames after `after_seq` under `policy`, then the rest; a
+        connection attached already is attached again through `emit` alone."""
         if self.views is None:
+            self.detach(emit)
             self.waiting.append((emit, policy, after_seq))
         else:
             self.views.attach(emit, policy, after_seq)
@@ -84,9 +86,17 @@ class Reply:
             self.viewers[viewer_id] = policy
 
     def detach(self, emit: Emit) -> None:
-        self.waiting = [w for w in self.waiting if w[0] is not emit]
+        connection = connection_of(emit)
+        self.waiting = [w for w in self.waiting if connection_of(w[0]) is not connection]
         if self.views is not None:
             self.views.detach(emit)
+
+    def sends_to(self, emit: Emit) -> bool:
+        """Whether `emit`'s connection is attached (or waits to be) to the reply."""
+        connection = connection_of(emit)
+        if any(connection_of(w[0]) is connection for w in self.waiting):
+            return True
+        return self.views is not None and self.views.sends_to(emit)
 
     def reveal_items(
         self, policy: RevealPolicy, texts: Iterable[str]

@@ -16,7 +16,9 @@ The rules:
   live: no gap, no duplicate. The same policy always makes the same frames (the machine is
   deterministic), so a viewer's numbers hold across connections.
 - A frame goes only to the sinks of the view that made it. A sink that fails is dropped;
-  the reply goes on.
+  the reply goes on. A connection is attached to a reply once: its sinks are told apart by
+  the connection they send to (`connection_of`), so attaching it again (a resume, a watch
+  of the reply it asked for) replaces its sink rather than adding a second one.
 - The storage view decides when the reply ends (an end event, a block, a failure); views
   still streaming then are interrupted, and every view gets its own closing frames.
 
@@ -25,7 +27,6 @@ No asyncio here: the pump (`pipeline._ReplyPump`) feeds events and sends what co
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any, cast
@@ -46,6 +47,12 @@ Emit = Callable[[WireFrame], None]
 # values go into JSON strings.
 ViewFilter = Callable[[RevealPolicy, ProjectionMode, bool], ReplyFilter]
 MAX_VIEWS = 16  # distinct policies watching one reply; a viewer past it is refused
+
+
+def connection_of(emit: Emit) -> object:
+    """The connection an emit sends to: a connection's emits are bound methods of its one
+    sender (`send`, `send_watched`), so they are told apart from other connections by it."""
+    return getattr(emit, "__self__", emit)
 
 
 class TooManyViewsError(RuntimeError):
@@ -79,8 +86,13 @@ class View:
         return released
 
     def detach(self, sink: Emit) -> None:
-        with contextlib.suppress(ValueError):
-            self.sinks.remove(sink)
+        """Stop sending to `sink`'s connection."""
+        connection = connection_of(sink)
+        self.sinks = [s for s in self.sinks if connection_of(s) is not connection]
+
+    def sends_to(self, sink: Emit) -> bool:
+        connection = connection_of(sink)
+        return any(connection_of(s) is connection for s in self.sinks)
 
 
 class ViewSet:
@@ -110,7 +122,8 @@ class ViewSet:
 
     def attach(self, sink: Emit, policy: RevealPolicy, after_seq: int = 0) -> View:
         """Send `sink` what the policy's view has sent so far after frame `after_seq`, then
-        everything it sends. A sink attached already is attached again from `after_seq`."""
+        everything it sends. A connection attached already is attached again, from
+        `after_seq`, through `sink` alone."""
         view = self.view(policy)
         self.detach(sink)
         try:
@@ -125,6 +138,10 @@ class ViewSet:
     def detach(self, sink: Emit) -> None:
         for view in self._views.values():
             view.detach(sink)
+
+    def sends_to(self, sink: Emit) -> bool:
+        """Whether `sink`'s connection is attached to a view."""
+        return any(view.sends_to(sink) for view in self._views.values())
 
 
 class Views(ViewSet):

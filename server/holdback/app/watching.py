@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from holdback.app.viewers import connection_of
 from holdback.errors import HoldbackError
 from holdback.reveal import RevealPolicy, Rules
 from holdback.store.repository import Store
@@ -36,12 +37,6 @@ class TooManyWatchersError(HoldbackError):
     """A conversation, or a connection, is at its bound of watchers."""
 
     code = "too_many_watchers"
-
-
-def connection_of(emit: Emit) -> object:
-    """The connection an emit sends to: a connection's emits are bound methods of its one
-    sender (`send`, `send_watched`), so they are told apart from other connections by it."""
-    return getattr(emit, "__self__", emit)
 
 
 @dataclass(frozen=True, slots=True)

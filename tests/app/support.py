@@ -316,6 +316,8 @@ def process_env(tmp_path: Path, extra: Mapping[str, str] | None = None) -> dict[
         "HOLDBACK_DEMO_CHUNK_DELAY": "0",
         "HOLDBACK_SHUTDOWN_GRACE": "2",
     }
+    if "PYTHONPATH" in os.environ:  # a checkout tested with another's environment
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     env.update(extra or {})
     return env
 

@@ -160,7 +160,8 @@ def vault_rotate_key(
         else:
             print(
                 f"re-encrypted {report.vault_entries} vault entries and {report.term_lists} "
-                f"term lists (and {report.message_spellings} messages' own spellings) under "
+                f"term lists (and {report.message_spellings} messages' own spellings, "
+                f"{report.team_detectors} pattern sets and people lists) under "
                 f"the new key (fingerprint {new_key.fingerprint})",
                 file=out,
             )

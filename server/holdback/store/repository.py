@@ -4,8 +4,8 @@ The rules:
 - Every method is one transaction, all or nothing; failures surface as `StoreError`s that
   name their cause, never as driver exceptions, and never with a stored value in them.
 - Text that reaches the database is tokenized text; original values go in only through
-  `assign_tokens`/`update_vault`, `save_term_list` and `begin_reply`'s `spellings`, which
-  seal them with the vault key.
+  `assign_tokens`/`update_vault`, `save_term_list`, `save_team_detector` and
+  `begin_reply`'s `spellings`, which seal them with the vault key.
 - Every conversation method takes the owner; another user's conversation is "not found".
 - Opening a store migrates the schema to head (unless told not to) and refuses a vault key
   that is not the database's.
@@ -47,6 +47,7 @@ from holdback.store import (
     vault,
 )
 from holdback.store import spellings as spellings_module
+from holdback.store import team_detectors as team_detector_rows
 from holdback.store.crypto import VaultKey
 from holdback.store.database import Database
 from holdback.store.driver_errors import DRIVER_ERRORS
@@ -965,6 +966,46 @@ class Store:
 
     async def delete_term_list(self, name: str) -> bool:
         return await self._db.write(lambda s: term_lists.remove(s, name), what="deleting a list")
+
+    # A team's own detectors (issue 22): pattern sets and people lists, stored sealed.
+
+    async def save_team_detector(
+        self, source: team_detector_rows.TeamSource, name: str, text: str
+    ) -> None:
+        """Create or replace a pattern set (`patterns`, TOML) or people list (`people`, CSV);
+        its text is stored sealed. Its content must have passed the loaders already
+        (`app.team_detectors.check_definition`): the store judges only its shape."""
+        team_detector_rows.check(source, name, text)
+        where = self._db.target.describe()
+
+        async def work(session: AsyncSession) -> None:
+            await key_check.verify(session, self._key, where, lock="share")
+            await team_detector_rows.upsert(session, self._key, source, name, text)
+
+        await self._db.write(work, what=f"saving a {team_detector_rows.what(source)}")
+
+    async def load_team_detectors(
+        self, source: team_detector_rows.TeamSource | None = None
+    ) -> list[team_detector_rows.TeamDetector]:
+        """Every stored pattern set and people list (or those of one source), opened."""
+        return await self._db.read(lambda s: team_detector_rows.load_all(s, self._key, source))
+
+    async def load_team_detector(
+        self, source: team_detector_rows.TeamSource, name: str
+    ) -> team_detector_rows.TeamDetector | None:
+        return await self._db.read(
+            lambda s: team_detector_rows.load_one(s, self._key, source, name)
+        )
+
+    async def delete_team_detector(self, source: team_detector_rows.TeamSource, name: str) -> bool:
+        return await self._db.write(
+            lambda s: team_detector_rows.remove(s, source, name),
+            what=f"deleting a {team_detector_rows.what(source)}",
+        )
+
+    async def team_detectors_version(self) -> tuple[int, str]:
+        """(how many sets and lists, when the last changed): a change to any changes it."""
+        return await self._db.read(team_detector_rows.version)
 
     async def record_audit(
         self,

@@ -2,9 +2,10 @@
 
 The rule: rotation loses nothing and is never half done. Every vault entry is opened with
 the old key and sealed with the new one, its keyed hash is recomputed under the new key (from
-the normalized form sealed with it), every term list and every message's sealed spellings are
-re-sealed, and the key check is replaced, all in one transaction: if anything fails (a
-corrupt entry, a full disk), the database is left exactly as it was, still under the old key.
+the normalized form sealed with it), every term list, pattern set, people list and every
+message's sealed spellings are re-sealed, and the key check is replaced, all in one
+transaction: if anything fails (a corrupt entry, a full disk), the database is left exactly as
+it was, still under the old key.
 The rotation takes the key check's row lock first, so writers that seal with the old key have
 finished before it reads and the ones that come after see the new check and stop (see
 `key_check`).
@@ -26,6 +27,7 @@ from holdback.store.key_check import KEY_CHECK, stored_check, wrong_key
 from holdback.store.migrate import check_schema
 from holdback.store.schema import MessageSpellingRow, StoreSetting, TermListRow, VaultEntryRow
 from holdback.store.spellings import open_sealed, seal
+from holdback.store.team_detectors import reseal_all as reseal_team_detectors
 from holdback.store.term_lists import open_terms, seal_terms
 from holdback.store.vault import open_entry, seal_entry
 
@@ -38,6 +40,7 @@ class RotationReport:
     term_lists: int
     already_rotated: bool = False
     message_spellings: int = 0
+    team_detectors: int = 0  # pattern sets and people lists
 
 
 async def rotate_vault_key(
@@ -70,6 +73,7 @@ async def rotate_vault_key(
             entries = await _reseal_entries(session, old_key, new_key)
             lists = await _reseal_term_lists(session, old_key, new_key)
             spelled = await _reseal_spellings(session, old_key, new_key)
+            team = await reseal_team_detectors(session, old_key, new_key)
             if stored is None:
                 session.add(StoreSetting(name=KEY_CHECK, value=new_key.check))
             else:
@@ -78,7 +82,7 @@ async def rotate_vault_key(
                     .where(StoreSetting.name == KEY_CHECK)
                     .values(value=new_key.check)
                 )
-            return RotationReport(entries, lists, message_spellings=spelled)
+            return RotationReport(entries, lists, message_spellings=spelled, team_detectors=team)
 
         return await db.write(work, what="rotating the vault key")
     finally:

@@ -2,10 +2,11 @@
 
 The rules: stored text is the tokenized text the model saw; an original value exists only as
 ciphertext (`vault_entries.value_ciphertext`, `term_lists.terms_ciphertext`,
-`message_spellings.spellings_ciphertext`, `uploads.name_ciphertext` and `text_ciphertext`)
-and as a keyed hash that cannot be reversed (`vault_entries.value_hash`). Audit rows hold
-kinds and counts, never values; reveal and admin events hold tokens, kinds and names, never
-values. Everything a conversation owns goes when it goes (`ON DELETE CASCADE`).
+`team_detectors.definition_ciphertext`, `message_spellings.spellings_ciphertext`,
+`uploads.name_ciphertext` and `text_ciphertext`) and as a keyed hash that cannot be
+reversed (`vault_entries.value_hash`). Audit rows hold kinds and counts, never values; reveal
+and admin events hold tokens, kinds and names, never values. Everything a conversation owns
+goes when it goes (`ON DELETE CASCADE`).
 Uniqueness that concurrent writers rely on is enforced by the database, not by the code:
 a message's position in its conversation, a token in its vault, a value's hash per kind.
 
@@ -47,6 +48,7 @@ NAMING_CONVENTION = {
 ID_LENGTH = 32
 MESSAGE_STATUSES = ("complete", "incomplete", "blocked")
 TERM_PURPOSES = ("sensitive", "forbidden")
+TEAM_SOURCES = ("patterns", "people")  # a team detector's source (migration 0010)
 AUDIT_ACTIONS = ("masked", "redacted", "blocked")
 ROLES = ("admin", "member")
 REVEAL_LEVELS = ("plain", "masked", "label")
@@ -266,6 +268,20 @@ class TermListRow(Base):
     kind: Mapped[str] = mapped_column(String(64))
     purpose: Mapped[str] = mapped_column(String(16))
     terms_ciphertext: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
+class TeamDetectorRow(Base):
+    """A team's pattern set (TOML) or people list (CSV), whole and sealed (AAD: the source and
+    the name); migration 0010, `store/team_detectors.py`."""
+
+    __tablename__ = "team_detectors"
+    __table_args__ = (CheckConstraint(_in("source", TEAM_SOURCES), name="source"),)
+
+    source: Mapped[str] = mapped_column(String(16), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    definition_ciphertext: Mapped[bytes] = mapped_column(LargeBinary)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 

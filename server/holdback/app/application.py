@@ -2,8 +2,9 @@
 
 On start it opens the store (which applies the migrations and checks the vault key), loads the
 term lists (files given on the command line are saved to the store, encrypted, and every list in
-the store is used), builds the detectors, one provider per model (`--model`, the first the
-default), the chat service and its moderator (`--moderation`, docs/moderation.md).
+the store is used) and the team's pattern sets and people lists, builds the detectors, one
+provider per model (`--model`, the first the default), the chat service and its moderator
+(`--moderation`, docs/moderation.md).
 `holdback serve` builds that runtime itself before the server starts (`startup.py`) and hands
 it over, so that the lifespan has nothing left that can fail.
 Every response carries the security headers, and every request body is bounded in size and
@@ -36,6 +37,8 @@ from holdback.app import (
     models_api,
     search_api,
     syntax,
+    team_detectors_api,
+    term_reload,
     terms_api,
     uploads,
 )
@@ -47,7 +50,7 @@ from holdback.app.remote_replies import RemoteReplies
 from holdback.app.runtime import Runtime
 from holdback.app.sender import RAW_SEND
 from holdback.app.settings import Settings
-from holdback.app.term_reload import TermLists, detectors_for
+from holdback.app.term_reload import TermLists
 from holdback.app.terms import kind_of, read_terms
 from holdback.app.ws import chat_socket
 from holdback.errors import describe
@@ -94,8 +97,7 @@ async def build_runtime(settings: Settings, provider: Provider | None = None) ->
                 f"forbidden:{path.stem}", "forbidden", "forbidden", read_terms(path)
             )
         await store.close_unfinished()  # replies the last stop cut off (SQLite)
-        version = await store.term_lists_version()
-        detectors, forbidden = detectors_for(settings, await store.load_term_lists())
+        version, detectors, forbidden = await term_reload.current(settings, store)
         # One provider per model, the default first; `provider` stands in for the default.
         models: dict[str, Provider] = {settings.model: provider} if provider is not None else {}
         to_build = [spec for spec in settings.models if spec not in models]
@@ -214,6 +216,7 @@ def create_app(
         *chat_settings_api.routes,
         *admin_api.routes,
         *terms_api.routes,
+        *team_detectors_api.routes,
         *models_api.routes,
         *search_api.routes,
         *export_api.routes,

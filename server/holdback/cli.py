@@ -39,10 +39,15 @@ def build_parser() -> argparse.ArgumentParser:
 def _registrars() -> list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]]:
     """The modules that contribute subcommands."""
     from holdback.app import commands as app_commands
-    from holdback.app import team_commands
+    from holdback.app import detector_commands, team_commands
     from holdback.store import commands as store_commands
 
-    return [app_commands.register, team_commands.register, store_commands.register]
+    return [
+        app_commands.register,
+        team_commands.register,
+        detector_commands.register,
+        store_commands.register,
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,7 +6,9 @@ chunking of the upstream stream, no forbidden value, no invented token and no va
 URL reaches any server->client frame in any form the client decodes (judged by the independent
 oracle), every frame field from a closed vocabulary stays in it, tool-call ids are the
 server's own, the stored conversation (owner and model views) holds nothing forbidden either,
-and the database file never receives a user value in clear.
+and the database file never receives a user value in clear. The same holds on the rendered
+path (a moderated server, char by char and at random splits), where the viewer's text is
+rendered from the one tokenized stream window by window, as on PostgreSQL.
 
 One app and one scripted loopback upstream per guard mode (module-scoped), one WebSocket and
 one new conversation per run. The upstream retries nothing (one attempt), so an HTTP error
@@ -15,6 +17,7 @@ case costs one request. Receives are bounded by a timeout; nothing sleeps.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Iterator
@@ -44,7 +47,14 @@ from tests.providers.fakeserver import FakeUpstream, RecordedRequest, Reply
 
 Frame = dict[str, Any]
 
+# `moderated`: redact, with a rules moderator that allows everything, so every reply takes
+# the rendered path (one tokenized stream, each viewer's text rendered from it, released
+# window by window: `app/rendered_views.py`), the path every reply takes on PostgreSQL too.
 MODES = ("redact", "block")
+NEVER_SAID = """[categories.never]
+action = "block"
+phrases = ["zqxv never said wkpj"]
+"""
 FINISH_REASONS = {"stop", "length", "tool_calls", "content_filter", "error", "other", None}
 STATUSES = {"complete", "incomplete", "blocked"}
 ERROR_CODE = re.compile(r"[a-z_]+")
@@ -78,19 +88,21 @@ class Server:
     clear_counts: dict[str, int] = field(default_factory=dict)
 
 
-@pytest.fixture(scope="module", params=MODES)
-def server(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Server]:
-    mode: str = request.param
+@contextlib.contextmanager
+def serving(mode: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp(f"adversarial-{mode}")
     sensitive, forbidden = write_terms(tmp / "terms")
+    env = {"HOLDBACK_RATE_LIMIT": "100000"}
+    if mode == "moderated":
+        rules = tmp / "terms" / "moderation.toml"
+        rules.write_text(NEVER_SAID, encoding="utf-8")
+        env["HOLDBACK_MODERATION"] = f"rules:{rules}"
     settings = make_settings(
         tmp,
-        env={"HOLDBACK_RATE_LIMIT": "100000"},
+        env=env,
         sensitive_terms=[str(sensitive)],
         forbidden_terms=[str(forbidden)],
-        guard_mode=mode,
+        guard_mode="block" if mode == "block" else "redact",
     )
     upstream = ScriptedUpstream().start()
     provider = make_provider(
@@ -103,6 +115,20 @@ def server(
             yield Server(mode, client, upstream, tmp / "data")
     finally:
         upstream.stop()
+
+
+@pytest.fixture(scope="module", params=MODES)
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    with serving(request.param, tmp_path_factory) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def moderated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with serving("moderated", tmp_path_factory) as running:
+        yield running
 
 
 # -- one run ----------------------------------------------------------------------------------
@@ -227,7 +253,7 @@ def run(server: Server, case: Case, chunking: Chunking) -> None:
     if in_urls := oracle.find_url_leaks(frames, case.url_forbidden):
         problems.append(f"inside a URL on the wire: {in_urls}")
     problems += vocabulary_problems(frames, case)
-    if server.mode == "redact":
+    if server.mode != "block":
         shown = oracle.leaks_in(oracle.decoded_views(frames), case.must_show)
         missing = [s for s in case.must_show if s not in shown]
         if missing:
@@ -275,3 +301,15 @@ def test_database_starts_without_user_values(server: Server) -> None:
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_case(server: Server, case: Case, chunking: Chunking) -> None:
     run(server, case, chunking)
+
+
+def test_database_starts_without_user_values_moderated(moderated: Server) -> None:
+    test_database_starts_without_user_values(moderated)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("chunking", [c for c in CHUNKINGS if c != "one"])
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_case_rendered(moderated: Server, case: Case, chunking: Chunking) -> None:
+    """The rendered path, char by char and at random splits."""
+    run(moderated, case, chunking)

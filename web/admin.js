@@ -1,6 +1,6 @@
 /**
  * The admin console (`/admin.html`): users, groups, API tokens, reveal policies, term lists,
- * the audit.
+ * the team's own detectors (pattern sets and people lists: `admin_detectors.js`), the audit.
  *
  * The rules this module keeps:
  * - Nothing of the console is shown until `GET /api/admin/users` answers 200: a member sees
@@ -17,6 +17,7 @@
  */
 
 import { ApiError } from '/api.js';
+import { initDetectors } from '/admin_detectors.js';
 
 const KINDS = ['email', 'phone', 'credit_card', 'iban', 'us_ssn', 'ip_address', 'secret'];
 const LEVELS = ['plain', 'masked', 'label'];
@@ -728,6 +729,10 @@ $('audit-filter').addEventListener('submit', (event) => {
   loadAudit();
 });
 
+// --- team detectors (admin_detectors.js) ----------------------------------------------------
+
+const detectors = initDetectors({ request, el, fill, button, when, notice, failure });
+
 // --- tabs and the gate ------------------------------------------------------------------------
 
 function showTab(name) {
@@ -739,6 +744,7 @@ function showTab(name) {
   }
   if (name === 'audit') loadAudit();
   if (name === 'terms') loadTerms();
+  if (name === 'detectors') detectors.load();
 }
 
 for (const tab of document.querySelectorAll('[role="tab"]')) {
@@ -753,6 +759,7 @@ function gate(message, link) {
   }
   hideSecret();
   closeTermForm();
+  detectors.clear();
   $('gate-message').textContent = message;
   $('gate-link').hidden = !link;
   $('gate').hidden = false;

@@ -7,7 +7,7 @@ The rules:
 - Each resource keeps its own rules in its module: users and API tokens (`admin_users`),
   groups and their members (`admin_groups`), reveal policies, never-restored kinds and the
   preview (`admin_policies`), the trail as JSON or CSV (`audit_api`); term lists are
-  `terms_api`.
+  `terms_api`, pattern sets and people lists `team_detectors_api`.
 - The routes are tried in this order; `application.py` mounts `routes` as a whole.
 """
 

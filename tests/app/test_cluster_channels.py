@@ -122,83 +122,75 @@ async def test_frames_are_announced_on_their_conversation_only(store: Store) -> 
         await a.close()
 
 
-async def test_a_follower_hears_new_frames_and_the_channel_is_left_after(store: Store) -> None:
+class Pair:
+    """Two processes (A and B) on one store, and a conversation; A records Stop requests."""
+
+    def __init__(self, store: Store, conversation_id: str) -> None:
+        self.store, self.x = store, conversation_id
+        self.cancelled: list[str] = []
+        self.stopped = asyncio.Event()
+        self.a = Cluster(store, dsn(store), on_cancel=self._cancel)
+        self.b = Cluster(store, dsn(store), on_cancel=lambda _: pytest.fail("b runs nothing"))
+
+    def _cancel(self, conversation_id: str) -> None:
+        self.cancelled.append(conversation_id)
+        self.stopped.set()
+
+
+@pytest.fixture
+async def pair(store: Store) -> AsyncIterator[Pair]:
     user = await store.ensure_local_user()
-    x = await store.create_conversation(user.id)
-    a = Cluster(store, dsn(store), on_cancel=lambda _: None)
-    b = Cluster(store, dsn(store), on_cancel=lambda _: None)
-    await a.start()
-    await b.start()
+    made = Pair(store, (await store.create_conversation(user.id)).id)
+    await made.a.start()
+    await made.b.start()
     try:
-        follower = Collected()
-        a.publish(x.id, "m1", [delta(2, x.id, "m1", "early")])
-        await a._flush()
-        await b.follow(x.id, "m1", follower)
-        assert follower.seen == [2]  # read from the table
-        follower.got.clear()
-        a.publish(x.id, "m1", [delta(3, x.id, "m1", "late")])
-        await a._flush()
-        async with asyncio.timeout(10):
-            while follower.seen != [2, 3]:
-                await follower.got.wait()
-                follower.got.clear()
-        assert b._listening  # listening while it follows
-        b.unfollow(x.id, "m1", follower)
-        async with asyncio.timeout(10):
-            await asyncio.gather(*b._reads)  # the change of listener it started
-        assert not b._listening
+        yield made
     finally:
-        await a.close()
-        await b.close()
+        await made.a.close()
+        await made.b.close()
 
 
-async def test_stop_reaches_the_holder_on_its_own_channel(store: Store) -> None:
-    user = await store.ensure_local_user()
-    x = await store.create_conversation(user.id)
-    cancelled: list[str] = []
-    done = asyncio.Event()
-
-    def on_cancel(conversation_id: str) -> None:
-        cancelled.append(conversation_id)
-        done.set()
-
-    a = Cluster(store, dsn(store), on_cancel=on_cancel)
-    b = Cluster(store, dsn(store), on_cancel=lambda _: pytest.fail("b runs nothing"))
-    await a.start()
-    await b.start()
-    try:
-        assert await a.acquire(x.id, "m1")
-        assert await b.request_cancel(x.id)
-        async with asyncio.timeout(10):
-            await done.wait()
-        assert cancelled == [x.id]
-    finally:
-        await a.close()
-        await b.close()
+async def test_a_follower_hears_new_frames_and_the_channel_is_left_after(pair: Pair) -> None:
+    a, b, x = pair.a, pair.b, pair.x
+    follower = Collected()
+    a.publish(x, "m1", [delta(2, x, "m1", "early")])
+    await a._flush()
+    await b.follow(x, "m1", follower)
+    assert follower.seen == [2]  # read from the table
+    follower.got.clear()
+    a.publish(x, "m1", [delta(3, x, "m1", "late")])
+    await a._flush()
+    async with asyncio.timeout(10):
+        while follower.seen != [2, 3]:
+            await follower.got.wait()
+            follower.got.clear()
+    assert b._listening  # listening while it follows
+    b.unfollow(x, "m1", follower)
+    async with asyncio.timeout(10):
+        await asyncio.gather(*b._reads)  # the change of listener it started
+    assert not b._listening
 
 
-async def test_viewers_asking_at_once_share_one_remote_reply(store: Store) -> None:
-    user = await store.ensure_local_user()
-    x = await store.create_conversation(user.id)
-    a = Cluster(store, dsn(store), on_cancel=lambda _: None)
-    b = Cluster(store, dsn(store), on_cancel=lambda _: None)
-    await a.start()
-    await b.start()
-    try:
-        assert await a.acquire(x.id, "m1")
-        start = {"type": "assistant_start", "seq": 1, "conversation_id": x.id,
-                 "message_id": "m1"}  # fmt: skip
-        a.publish(x.id, "m1", [start, delta(2, x.id, "m1", "hello")])
-        await a._flush()
-        remote = RemoteReplies(store, b)
-        replies = await asyncio.gather(*(remote.reply(x.id, "m1") for _ in range(8)))
-        assert replies[0] is not None
-        assert all(r is replies[0] for r in replies)
-        assert len(b._followers["m1"]) == 1
-        assert await remote.reply(y_id := "other", "m1") is None, y_id
-    finally:
-        await a.close()
-        await b.close()
+async def test_stop_reaches_the_holder_on_its_own_channel(pair: Pair) -> None:
+    assert await pair.a.acquire(pair.x, "m1")
+    assert await pair.b.request_cancel(pair.x)
+    async with asyncio.timeout(10):
+        await pair.stopped.wait()
+    assert pair.cancelled == [pair.x]
+
+
+async def test_viewers_asking_at_once_share_one_remote_reply(pair: Pair) -> None:
+    a, x = pair.a, pair.x
+    assert await a.acquire(x, "m1")
+    start = {"type": "assistant_start", "seq": 1, "conversation_id": x, "message_id": "m1"}
+    a.publish(x, "m1", [start, delta(2, x, "m1", "hello")])
+    await a._flush()
+    remote = RemoteReplies(pair.store, pair.b)
+    replies = await asyncio.gather(*(remote.reply(x, "m1") for _ in range(8)))
+    assert replies[0] is not None
+    assert all(r is replies[0] for r in replies)
+    assert len(pair.b._followers["m1"]) == 1
+    assert await remote.reply("another-conversation", "m1") is None
 
 
 def _digest(name: str) -> str:

@@ -142,16 +142,20 @@ def increasing(seqs: list[int]) -> bool:
     return all(a < b for a, b in itertools.pairwise(seqs))
 
 
+def start_reply(ws: Any, frames: int) -> tuple[str, list[dict[str, Any]]]:
+    """Send MESSAGE in a new conversation; its id and the reply's first `frames` frames."""
+    send(ws, {"type": "user_message", "conversation_id": None, "text": MESSAGE})
+    chat: str = recv(ws)["conversation_id"]
+    return chat, [recv(ws) for _ in range(frames)]
+
+
 def test_a_connection_watching_the_reply_it_asked_for_gets_each_frame_once(
     client: TestClient, accounts: Accounts
 ) -> None:
     with client.websocket_connect("/ws", headers=accounts.bearer("alice")) as owner:
-        send(owner, {"type": "user_message", "conversation_id": None, "text": MESSAGE})
-        accepted = recv(owner)
-        chat = accepted["conversation_id"]
-        first = recv(owner)
+        chat, first = start_reply(owner, 1)
         send(owner, {"type": "watch", "conversation_id": chat})
-        frames = [first, *frames_until_done(owner)]
+        frames = [*first, *frames_until_done(owner)]
     assert increasing(seqs_of(frames))
     assert text_of(frames) == MESSAGE
 
@@ -160,10 +164,7 @@ def test_a_resumed_then_watched_reply_is_sent_once_from_where_it_resumed(
     client: TestClient, accounts: Accounts
 ) -> None:
     with client.websocket_connect("/ws", headers=accounts.bearer("alice")) as owner:
-        send(owner, {"type": "user_message", "conversation_id": None, "text": MESSAGE})
-        accepted = recv(owner)
-        chat = accepted["conversation_id"]
-        seen = [recv(owner), recv(owner)]  # then the tab is reloaded
+        chat, seen = start_reply(owner, 2)  # then the tab is reloaded
         message = seen[0]["message_id"]
         with client.websocket_connect("/ws", headers=accounts.bearer("alice")) as again:
             resume = {"type": "resume", "conversation_id": chat, "message_id": message,

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.app.support import add_user, run_cli
+from tests.app.support import add_user
+from tests.app.test_team_commands import cli, ok
 
 pytestmark = pytest.mark.slow
 
@@ -21,16 +22,6 @@ match = ["MAT/88213"]
 """
 PEOPLE = "given,family,aliases\nHenrietta,Quillfeather,Etta\nBartholomew,Quillfeather,\n"
 VALUES = ("Henrietta", "Quillfeather", "Bartholomew", "88213")
-
-
-def cli(data: Path, *argv: str) -> tuple[int, str, str]:
-    return run_cli([*argv, "--data-dir", str(data)])
-
-
-def ok(data: Path, *argv: str) -> tuple[str, str]:
-    status, out, err = cli(data, *argv)
-    assert status == 0, err
-    return out, err
 
 
 @pytest.mark.parametrize("source", ["patterns", "people"])

@@ -4,6 +4,7 @@ only, audited by name, and used by the next message without a restart."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,14 +13,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from tests.app.conftest import Accounts
-from tests.app.support import (
-    EchoUpstream,
-    chat,
-    echo_upstream,
-    make_settings,
-    openai_provider,
-    running_app,
-)
+from tests.app.support import EchoUpstream, chat, make_settings, openai_provider, running_app
 
 # Made-up people and identifiers, in no other test.
 PERSON = ("Henrietta", "Quillfeather")
@@ -37,12 +31,6 @@ VALUES = (*PERSON, MATTER, "Etta")
 
 
 @pytest.fixture
-def upstream() -> Iterator[EchoUpstream]:
-    with echo_upstream() as server:
-        yield server
-
-
-@pytest.fixture
 def client(tmp_path: Path, accounts: Accounts, upstream: EchoUpstream) -> Iterator[TestClient]:
     with running_app(make_settings(tmp_path, auth="password"), openai_provider(upstream)) as c:
         yield c
@@ -55,8 +43,12 @@ def masked_kinds(client: TestClient, headers: dict[str, str], text: str) -> list
 
 
 def test_a_set_and_a_list_mask_the_next_message_and_go_when_deleted(
-    client: TestClient, accounts: Accounts, upstream: EchoUpstream
+    client: TestClient,
+    accounts: Accounts,
+    upstream: EchoUpstream,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.DEBUG)
     alice = accounts.bearer("alice")  # the first user: an admin
     assert masked_kinds(client, alice, MESSAGE) == []
     put = client.put("/api/admin/pattern-sets/matters", json={"toml": PATTERNS}, headers=alice)
@@ -101,6 +93,8 @@ def test_a_set_and_a_list_mask_the_next_message_and_go_when_deleted(
     audit = client.get("/api/audit?format=csv", headers=alice).text
     assert "patterns.delete" in audit
     assert "people.delete" in audit
+    assert caplog.records  # the server did log, and no line holds a name or an identifier
+    assert not any(value in caplog.text for value in VALUES)
 
 
 def test_json_forms_are_stored_as_the_file_would_hold_them(

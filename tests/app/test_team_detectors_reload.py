@@ -22,6 +22,8 @@ from holdback.detect import DetectorSet, TermMatcher
 from holdback.detect.people import PeopleMatcher
 from holdback.store import Store, VaultKey
 from holdback.store.team_detectors import TeamDetector
+from tests.app.conftest import Accounts
+from tests.app.support import make_settings, running_app, store_op
 from tests.store.conftest import sqlite_url
 
 PATTERNS = "[[pattern]]\nlabel = 'ticket'\nregex = ['TKT-\\d{6}']\nmatch = ['TKT-000123']\n"
@@ -131,3 +133,17 @@ def test_json_entries_are_written_as_toml_that_reads_back_as_sent(
 ) -> None:
     text = patterns_toml(entries, "x")
     assert tomllib.loads(text) == ({"pattern": entries} if entries else {})
+
+
+def test_a_stored_set_that_no_longer_loads_refuses_the_start(
+    tmp_path: Path, accounts: Accounts
+) -> None:
+    # Written past the loaders, as a holdback that checked less might have left it.
+    broken = PATTERNS.replace("'TKT-000123'", "'TKT-0123'")
+    store_op(accounts.data_dir, lambda s: s.save_team_detector("patterns", "tickets", broken))
+    settings = make_settings(tmp_path, auth="password", data_dir=str(accounts.data_dir))
+    with pytest.raises(team_detectors.PatternFileError) as caught, running_app(settings):
+        pass
+    assert str(caught.value) == (
+        "pattern set 'tickets': entry 1 (ticket): example match[1] is not found"
+    )

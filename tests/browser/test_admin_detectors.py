@@ -12,18 +12,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, expect
+from playwright.sync_api import Browser, expect
 
 from tests.app.support import process_env, run_holdback
 from tests.browser.canary_upstream import CanaryUpstream
 from tests.browser.chat_page import open_chat, send
 from tests.browser.chromium import NEEDS_CHROMIUM
 from tests.browser.server_process import ServerProcess, start_server
+from tests.browser.test_admin_console import PASSWORDS, signed_in
 from tests.browser.wire import WireTap
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, NEEDS_CHROMIUM]
 
-PASSWORD = "root's long password"
 # Made-up people and identifiers, in no canary file the server was started with.
 MATTER = "MAT/50213"
 PATTERNS = """[[pattern]]
@@ -42,7 +42,7 @@ def team_server(
 ) -> Iterator[ServerProcess]:
     root = tmp_path_factory.mktemp("admin-detectors")
     env = process_env(root, {"HOLDBACK_DATA_DIR": str(root / "data")})
-    done = run_holdback(["user", "add", "root"], env, stdin=PASSWORD + "\n")
+    done = run_holdback(["user", "add", "root"], env, stdin=PASSWORDS["root"] + "\n")
     assert done.returncode == 0, done.stderr
     server = start_server(root, canary_upstream.url, extra_args=("--auth", "password"))
     try:
@@ -51,22 +51,10 @@ def team_server(
         server.stop()
 
 
-def signed_in(browser: Browser, server: ServerProcess) -> tuple[BrowserContext, Page]:
-    ctx = browser.new_context(base_url=server.url, viewport={"width": 1280, "height": 900})
-    ctx.set_default_timeout(15_000)
-    page = ctx.new_page()
-    page.goto("/")
-    page.fill("#login-username", "root")
-    page.fill("#login-password", PASSWORD)
-    page.click("#login-submit")
-    expect(page.get_by_test_id("connection-state")).to_have_text("connected")
-    return ctx, page
-
-
 def test_an_admin_adds_patterns_and_people_that_mask_the_next_message(
     browser: Browser, team_server: ServerProcess, canary_upstream: CanaryUpstream
 ) -> None:
-    ctx, chat = signed_in(browser, team_server)
+    ctx, chat = signed_in(browser, team_server, "root")
     tap = WireTap().attach(chat)
     try:
         page = ctx.new_page()

@@ -14,7 +14,7 @@ APT_PACKAGES := chromium postgresql
 help:
 	@echo "make run           start holdback on embedded SQLite with the offline demo model"
 	@echo "make test          install everything the tests need, then lint, type-check and test"
-	@echo "make bench         micro-benchmarks of the core (restorer, detectors, guard)"
+	@echo "make bench         micro-benchmarks of the core (restorer, detectors, guard) and the store per turn"
 	@echo "make bench-server  load, latency and soak benchmarks of the whole server"
 
 $(STAMP): pyproject.toml
@@ -68,6 +68,7 @@ test: lint typecheck pytest
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/transport_bench.py
+	$(BIN)/python bench/store_bench.py
 
 # Options go to bench/server_load.py: `make bench-server ARGS="--workload moderation
 # --servers relay-aiohttp"`; `make bench-server PROCESSES=1,2` is issue 20's `--processes 1,2`.

@@ -305,3 +305,16 @@ def test_a_member_is_refused(browser: Browser, team_server: ServerProcess) -> No
         assert "root" not in page.locator("body").inner_text()
     finally:
         ctx.close()
+
+
+def test_the_console_follows_the_chosen_theme(browser: Browser, team_server: ServerProcess) -> None:
+    ctx = browser.new_context(base_url=team_server.url)
+    try:
+        page = ctx.new_page()
+        page.goto("/admin.html")
+        expect(page.locator("html")).not_to_have_attribute("data-theme", "dark")
+        page.evaluate("() => localStorage.setItem('holdback-theme', 'dark')")
+        page.reload()
+        expect(page.locator("html")).to_have_attribute("data-theme", "dark")
+    finally:
+        ctx.close()

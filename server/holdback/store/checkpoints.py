@@ -34,7 +34,7 @@ from sqlalchemy import Table, bindparam, select
 from holdback.errors import describe
 from holdback.store.database import Database
 from holdback.store.records import Message
-from holdback.store.runner import Runner, insert_rows, numbered
+from holdback.store.runner import Runner, insert_rows
 from holdback.store.schema import CHANNEL_RE, MessageRow, ReplyCheckpointRow
 
 log = logging.getLogger(__name__)
@@ -49,11 +49,9 @@ Snapshot = Callable[[], tuple[str, Mapping[str, str]]]
 
 _table = cast(Table, ReplyCheckpointRow.__table__)
 _messages = cast(Table, MessageRow.__table__)
-# Which of up to ROUND_REPLIES messages exist (ids padded with the last one: one shape).
-_EXISTING = select(_messages.c.id).where(
-    _messages.c.id.in_([bindparam(f"m_{i}") for i in range(ROUND_REPLIES)])
-)
-_INSERT_BATCH = 500  # rows per INSERT (SQLite allows 32,766 parameters, 6 columns a row)
+# Which of the round's messages exist (an expanding IN: one compiled shape for any count).
+_EXISTING = select(_messages.c.id).where(_messages.c.id.in_(bindparam("ids", expanding=True)))
+_INSERT = insert_rows(_table)
 
 
 _ROWS = (
@@ -359,15 +357,8 @@ class Journal:
         ids = sorted({str(row["message_id"]) for row in rows})
 
         def work(run: Runner) -> set[str]:
-            found: set[str] = set()
-            for start in range(0, len(ids), ROUND_REPLIES):
-                batch = ids[start : start + ROUND_REPLIES]
-                params = {f"m_{i}": batch[min(i, len(batch) - 1)] for i in range(ROUND_REPLIES)}
-                found.update(row.id for row in run.rows(_EXISTING, params))
-            kept = [row for row in rows if row["message_id"] in found]
-            for start in range(0, len(kept), _INSERT_BATCH):
-                batch_rows = kept[start : start + _INSERT_BATCH]
-                run.run(insert_rows(_table, len(batch_rows)), numbered(batch_rows))
+            found = {row.id for row in run.rows(_EXISTING, {"ids": ids})}
+            run.many(_INSERT, [row for row in rows if row["message_id"] in found])
             return set(ids) - found
 
         return await self._db.transact(work, write=True, what="saving streaming replies")

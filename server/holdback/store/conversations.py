@@ -1,4 +1,5 @@
-"""Conversations, their messages and their audit trail.
+"""Conversations, their messages and their audit trail: the records, the checks, the reads
+and a conversation's deletion (the writes of messages and audit events are `turns.py`'s).
 
 The rules:
 - A conversation is visible only to its owner: another user's conversation behaves exactly
@@ -15,14 +16,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar, cast
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from holdback.errors import InvalidTokenError
-from holdback.store.errors import InvalidRecordError, MessageNotFoundError
+from holdback.store.errors import InvalidRecordError
 from holdback.store.records import AuditAction, AuditEvent, Conversation, Message, MessageStatus
 from holdback.store.schema import (
     AUDIT_ACTIONS,
@@ -158,14 +158,6 @@ async def owned_conversations(session: AsyncSession, owner_id: str) -> list[Conv
     return [to_conversation(row) for row in rows]
 
 
-async def rename(session: AsyncSession, conversation_id: str, owner_id: str, title: str) -> bool:
-    row = await owned_conversation(session, conversation_id, owner_id)
-    if row is None:
-        return False
-    row.title, row.updated_at = title, datetime.now(UTC)
-    return True
-
-
 async def remove_conversation(session: AsyncSession, conversation_id: str, owner_id: str) -> bool:
     """Delete a conversation and everything it owns (explicitly, not only by cascade)."""
     if await owned_conversation(session, conversation_id, owner_id) is None:
@@ -207,55 +199,6 @@ def path_to(messages: Sequence[N], leaf: str | None) -> list[N]:
     return path
 
 
-async def insert_message(session: AsyncSession, conversation_id: str, row: MessageRow) -> Message:
-    """Append `row` at the end of the branch shown, which it then ends."""
-    await lock_conversation(session, conversation_id)
-    found = await session.execute(
-        select(MessageRow.id, MessageRow.parent_id, MessageRow.seq).where(
-            MessageRow.conversation_id == conversation_id
-        )
-    )
-    nodes = list(found.all())
-    leaf = await session.scalar(
-        select(ConversationRow.current_leaf).where(ConversationRow.id == conversation_id)
-    )
-    branch = path_to(nodes, leaf)
-    row.seq = max((n.seq for n in nodes), default=0) + 1
-    row.parent_id = branch[-1].id if branch else None
-    session.add(row)
-    await touch(session, conversation_id, row.updated_at)
-    await session.execute(
-        update(ConversationRow)
-        .where(ConversationRow.id == conversation_id)
-        .values(current_leaf=row.id)
-    )
-    await session.flush()
-    return to_message(row)
-
-
-async def touch(session: AsyncSession, conversation_id: str, when: datetime) -> None:
-    await session.execute(
-        update(ConversationRow).where(ConversationRow.id == conversation_id).values(updated_at=when)
-    )
-
-
-async def change_message(session: AsyncSession, message_id: str, values: dict[str, object]) -> None:
-    row = await session.get(MessageRow, message_id)
-    if row is None:
-        raise MessageNotFoundError(f"message {message_id} does not exist")
-    now = datetime.now(UTC)
-    for name, value in values.items():
-        setattr(row, name, value)
-    if "text" in values or "parts" in values:
-        # The text given is the message's now: what a reply saved as it streamed is replaced.
-        await session.execute(
-            delete(ReplyCheckpointRow).where(ReplyCheckpointRow.message_id == message_id)
-        )
-    row.updated_at = now
-    await touch(session, row.conversation_id, now)
-    await session.flush()
-
-
 def to_audit(row: AuditEventRow) -> AuditEvent:
     return AuditEvent(
         id=row.id,
@@ -265,34 +208,6 @@ def to_audit(row: AuditEventRow) -> AuditEvent:
         counts={str(k): int(v) for k, v in row.counts.items()},
         created_at=row.created_at,
     )
-
-
-async def insert_audit(
-    session: AsyncSession,
-    conversation_id: str,
-    message_id: str | None,
-    action: str,
-    counts: dict[str, int],
-) -> None:
-    await lock_conversation(session, conversation_id)
-    if message_id is not None:
-        owner = await session.scalar(
-            select(MessageRow.conversation_id).where(MessageRow.id == message_id)
-        )
-        if owner != conversation_id:
-            raise MessageNotFoundError(
-                f"message {message_id} is not in conversation {conversation_id}"
-            )
-    session.add(
-        AuditEventRow(
-            conversation_id=conversation_id,
-            message_id=message_id,
-            action=action,
-            counts=counts,
-            created_at=datetime.now(UTC),
-        )
-    )
-    await session.flush()
 
 
 async def audit_of(session: AsyncSession, conversation_id: str) -> list[AuditEvent]:

@@ -9,8 +9,9 @@ The rules:
   unique constraints, not the code, are what make duplicates impossible.
 - Driver exceptions never escape: they become the `StoreError` that names their cause.
 - The hot path's transactions are functions of a `Runner` (`transact`): on SQLite each runs
-  whole in a lane thread (`lanes.py`), one thread hop per transaction; elsewhere in a
-  session, through `run_sync`. Both take the same turns and retries as `write`.
+  whole in a lane thread (`lanes.py`, a sync engine's connection), one thread hop per
+  transaction; elsewhere in a session, through `run_sync`. Both take the same turns and
+  retries as `write`.
 """
 
 from __future__ import annotations
@@ -65,7 +66,6 @@ class Database:
 
             self._lanes = SqliteLanes(
                 target.sqlite_path.absolute(),
-                engine.dialect,
                 connect,
                 busy_timeout=busy_timeout,
                 sync_interval=None if synchronous == "full" else SYNC_INTERVAL,

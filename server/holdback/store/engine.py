@@ -21,12 +21,13 @@ The rules:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -173,12 +174,7 @@ def _sqlite_engine(target: DatabaseTarget, setup: SqliteSetup) -> AsyncEngine:
     engine = create_async_engine(
         target.url, hide_parameters=True, connect_args={"timeout": setup.busy_timeout}
     )
-
-    @event.listens_for(engine.sync_engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        # Take BEGIN away from the driver; `_on_begin` emits it.
-        dbapi_connection.isolation_level = None
-        setup(dbapi_connection)
+    set_up_sqlite(engine.sync_engine, setup)
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn: Connection) -> None:
@@ -188,3 +184,14 @@ def _sqlite_engine(target: DatabaseTarget, setup: SqliteSetup) -> AsyncEngine:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if options.get(WRITE) else "BEGIN")
 
     return engine
+
+
+def set_up_sqlite(engine: Engine, setup: Callable[[Any], None]) -> None:
+    """Set up every connection of a SQLite engine with `setup`, and take BEGIN away from the
+    driver (SQLAlchemy's recipe for pysqlite and aiosqlite): whoever begins a transaction
+    emits `BEGIN` or `BEGIN IMMEDIATE` itself."""
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        setup(dbapi_connection)

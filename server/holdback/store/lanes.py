@@ -1,16 +1,18 @@
 """SQLite transactions in one thread hop each: a few threads, each with its own connection.
 
 The rules:
-- A transaction runs whole in one lane thread: `BEGIN IMMEDIATE` (writes) or `BEGIN`
-  (reads), the function's statements, `COMMIT`; any exception rolls it back before it
-  propagates, so nothing is ever left half-written or holding the write lock. The event loop
-  waits for one future per transaction, never for a statement.
-- Every connection is set up as the engine's are (`engine.sqlite_setup`: WAL, busy timeout,
-  foreign keys, the synchronous level, secure delete), so the pragmas that make the file
-  safe hold whichever way a statement reaches it.
-- A connection is used by one thread at a time (the lane that opened it) and closed by
-  `close()` after every lane has stopped. `reconnect()` drops the connections so the next
-  transactions open new ones (as `AsyncEngine.dispose` does for the engine's pool).
+- A transaction runs whole in one lane thread, through SQLAlchemy's sync Core on pysqlite
+  (the same dialect, compiled-statement cache and type processing as every other statement):
+  `BEGIN IMMEDIATE` (writes) or `BEGIN` (reads), the function's statements, `COMMIT`; any
+  exception rolls it back before it propagates, so nothing is ever left half-written or
+  holding the write lock. The event loop waits for one future per transaction, never for a
+  statement.
+- Every connection is set up as the engine's are (`engine.set_up_sqlite` with
+  `SqliteSetup`: WAL, busy timeout, foreign keys, the synchronous level, secure delete), so
+  the pragmas that make the file safe hold whichever way a statement reaches it.
+- A connection is used by one thread at a time (the lane that opened it, which keeps it) and
+  closed by `close()` after every lane has stopped. `reconnect()` drops the connections so
+  the next transactions open new ones (as `AsyncEngine.dispose` does for the engine's pool).
 - Writers of this process take turns before a lane is used (`Database`), so a lane never
   waits on this process's own write lock; readers run beside the writer (WAL).
 - With `synchronous = NORMAL` a commit is not synced; a write makes the lanes run a passive
@@ -29,12 +31,15 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
-from sqlalchemy import Dialect
+from sqlalchemy import URL, Connection, Engine, RootTransaction, create_engine
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.pool import NullPool
 
 from holdback.errors import describe
-from holdback.store.runner import SqliteRunner, Work
+from holdback.store.engine import set_up_sqlite
+from holdback.store.runner import CoreRunner, Work
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -46,21 +51,24 @@ class SqliteLanes:
     def __init__(
         self,
         path: Path,
-        dialect: Dialect,
-        setup: Callable[[sqlite3.Connection], None],
+        setup: Callable[[Any], None],
         *,
         busy_timeout: float,
         lanes: int = LANES,
         sync_interval: float | None = SYNC_INTERVAL,
     ) -> None:
-        self._path = path
-        self._dialect = dialect
-        self._setup = setup
-        self._busy_timeout = busy_timeout
+        # No pool: each lane keeps its connection, and one closed is closed at once.
+        self._engine = create_engine(
+            URL.create("sqlite+pysqlite", database=str(path)),
+            poolclass=NullPool,
+            hide_parameters=True,
+            connect_args={"timeout": busy_timeout, "check_same_thread": False},
+        )
+        set_up_sqlite(self._engine, setup)
         self._pool = ThreadPoolExecutor(max_workers=lanes, thread_name_prefix="holdback-sqlite")
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._opened: list[sqlite3.Connection] = []
+        self._opened: list[Connection] = []
         self._generation = 0
         self._sync_interval = sync_interval
         self._sync_timer: asyncio.TimerHandle | None = None
@@ -68,6 +76,11 @@ class SqliteLanes:
         self._closed = False
         self.syncs = 0  # WAL syncs done (for tests and benchmarks)
         self._synced_event: asyncio.Event | None = None
+
+    @property
+    def engine(self) -> Engine:
+        """The sync engine whose connections the lanes keep (for tests and tools)."""
+        return self._engine
 
     async def run(self, work: Work[T], *, write: bool) -> T:
         loop = asyncio.get_running_loop()
@@ -115,7 +128,13 @@ class SqliteLanes:
             await event.wait()
 
     def _sync(self) -> None:
-        self._connection().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        # Outside any transaction: on the driver's connection, which SQLAlchemy leaves idle.
+        cursor = self._connection().connection.cursor()
+        try:
+            cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            cursor.fetchall()
+        finally:
+            cursor.close()
 
     async def aclose(self) -> None:
         """Stop: a sync due is done now, then every lane stops and its connection closes."""
@@ -139,51 +158,55 @@ class SqliteLanes:
             opened, self._opened = self._opened, []
         for conn in opened:
             conn.close()
+        self._engine.dispose()
 
-    def _connection(self) -> sqlite3.Connection:
+    def _connection(self) -> Connection:
         local = self._local
-        conn: sqlite3.Connection | None = getattr(local, "conn", None)
+        conn: Connection | None = getattr(local, "conn", None)
         if conn is not None and local.generation == self._generation:
             return conn
         if conn is not None:
-            with self._lock:
-                if conn in self._opened:
-                    self._opened.remove(conn)
-            conn.close()
-            local.conn = None
+            self._drop(conn)
         # Used by this lane only; closed by `close` from another thread once lanes stopped.
-        conn = sqlite3.connect(
-            self._path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
-        )
-        try:
-            self._setup(conn)
-        except BaseException:
-            conn.close()
-            raise
+        conn = self._engine.connect()
         with self._lock:
             self._opened.append(conn)
         local.conn, local.generation = conn, self._generation
         return conn
 
+    def _drop(self, conn: Connection) -> None:
+        with self._lock:
+            if conn in self._opened:
+                self._opened.remove(conn)
+        self._local.conn = None
+        with contextlib.suppress(SQLAlchemyError, sqlite3.Error):
+            conn.close()
+
     def _transaction(self, work: Work[T], write: bool) -> T:
         conn = self._connection()
-        conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        transaction: RootTransaction | None = None
         try:
-            result = work(SqliteRunner(conn, self._dialect))
-            conn.execute("COMMIT")
+            # SQLAlchemy's transaction, whose COMMIT and ROLLBACK the driver emits; its BEGIN
+            # is ours (the driver's is off: `engine.set_up_sqlite`).
+            transaction = conn.begin()
+            driver = cast(sqlite3.Connection, conn.connection.dbapi_connection)
+            driver.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            result = work(CoreRunner(conn))
+            transaction.commit()
         except BaseException:
-            self._roll_back(conn)
+            self._roll_back(conn, transaction)
             raise
         return result
 
-    def _roll_back(self, conn: sqlite3.Connection) -> None:
-        """Roll back; a connection that cannot is dropped (closing it rolls back)."""
+    def _roll_back(self, conn: Connection, transaction: RootTransaction | None) -> None:
+        """Roll back; a connection that cannot, or that is left in a transaction (a failed
+        COMMIT) or invalidated, is dropped: closing it rolls back."""
         try:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-        except sqlite3.Error:
-            with self._lock:
-                if conn in self._opened:
-                    self._opened.remove(conn)
-            self._local.conn = None
-            conn.close()
+            if transaction is not None and transaction.is_active:
+                transaction.rollback()
+            driver = None if conn.invalidated else conn.connection.dbapi_connection
+            clean = driver is not None and not getattr(driver, "in_transaction", True)
+        except (SQLAlchemyError, sqlite3.Error):
+            clean = False
+        if not clean:
+            self._drop(conn)

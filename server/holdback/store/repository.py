@@ -75,7 +75,6 @@ from holdback.store.records import (
     VaultUpdate,
 )
 from holdback.store.runner import Runner
-from holdback.store.schema import MessageRow
 
 log = logging.getLogger(__name__)
 
@@ -608,8 +607,9 @@ class Store:
 
     async def rename_conversation(self, conversation_id: str, owner_id: str, title: str) -> bool:
         conversations.check_title(title)
-        return await self._db.write(
-            lambda s: conversations.rename(s, conversation_id, owner_id, title),
+        return await self._db.transact(
+            lambda run: turns.rename(run, conversation_id, owner_id, title),
+            write=True,
             what="renaming a conversation",
         )
 
@@ -715,26 +715,22 @@ class Store:
         finish_reason: str | None = None,
         meta: Mapping[str, object] | None = None,
     ) -> Message:
-        """Append a message (tokenized text) at the end of the conversation."""
+        """Append a message (tokenized text) at the end of the branch shown, which it ends."""
         conversations.check_message_fields(role, status, finish_reason, parts, meta)
-
-        async def work(session: AsyncSession) -> Message:
-            now = datetime.now(UTC)
-            row = MessageRow(
-                id=accounts.new_id(),
-                conversation_id=conversation_id,
-                role=role,
-                text=text,
-                parts=dict(parts or {}),
+        return await self._db.transact(
+            lambda run: turns.add(
+                run,
+                conversation_id,
+                role,
+                text,
+                parts=parts or {},
                 status=status,
                 finish_reason=finish_reason,
-                meta=dict(meta or {}),
-                created_at=now,
-                updated_at=now,
-            )
-            return await conversations.insert_message(session, conversation_id, row)
-
-        return await self._db.write(work, what="adding a message")
+                meta=meta or {},
+            ),
+            write=True,
+            what="adding a message",
+        )
 
     async def update_message(
         self,
@@ -753,8 +749,9 @@ class Store:
                 values[name] = value
         if parts is not None:
             values["parts"] = dict(parts)
-        await self._db.write(
-            lambda s: conversations.change_message(s, message_id, values),
+        await self._db.transact(
+            lambda run: turns.change(run, message_id, values),
+            write=True,
             what="updating a message",
         )
 
@@ -1017,8 +1014,9 @@ class Store:
         """Record how many values of each kind were masked, redacted or blocked."""
         conversations.check_action(action)
         checked = conversations.check_counts(counts)
-        await self._db.write(
-            lambda s: conversations.insert_audit(s, conversation_id, message_id, action, checked),
+        await self._db.transact(
+            lambda run: turns.audit(run, conversation_id, message_id, action, checked),
+            write=True,
             what="recording an audit event",
         )
 

@@ -1,38 +1,43 @@
-"""A chat turn in as few database round trips as its guarantees allow.
+"""The conversation writes, one implementation: a chat turn in as few round trips as its
+guarantees allow, and the single-purpose writes made of the same statements.
 
 Every user message is read and written through here, so each step is one transaction of a
-few prebuilt Core statements (one shape each, compiled once), run the cheapest way the engine
-allows (`runner.py`). The rules they keep are the single-purpose methods':
+few prebuilt Core statements (one shape each, in SQLAlchemy's compiled cache; rows of a table
+go in one batch), run by a `Runner` (`runner.py`). `add_message`, `update_message`,
+`rename_conversation` and `record_audit` are `add`, `change`, `rename` and `audit` here, so a
+turn writes exactly the rows they write. The rules:
 
-- The rows written are the rows `add_message`, `rename_conversation`, `update_message` and
-  `record_audit` would write, after the same checks (done by the caller, before the
-  transaction); a failure anywhere rolls the whole step back.
+- The checks of what is stored are the caller's, before the transaction; a failure anywhere
+  rolls the whole step back.
 - A conversation is visible only to its owner: another user's conversation is "not found".
 - A write's first statement updates the conversation row (its `updated_at`, and the title
-  when given). On PostgreSQL that takes the row's `FOR NO KEY UPDATE` lock, the lock
-  `vault.lock_conversation` takes; SQLite already holds the write lock (`BEGIN IMMEDIATE`).
-  Locking first and then reading, in a later statement, is what lets the read see every
-  message committed by writers that held the lock before: `seq` is the last one + 1, and the
-  unique `(conversation_id, seq)` turns any writer that slipped past into a retried conflict.
-  Locks are taken conversation first, message second, as everywhere else.
+  when given); `audit`, which leaves `updated_at`, locks it instead (`vault.lock`). On
+  PostgreSQL that takes the row's `FOR NO KEY UPDATE` lock, the lock `vault.lock` takes;
+  SQLite already holds the write lock (`BEGIN IMMEDIATE`). Locking first and then reading,
+  in a later statement, is what lets the read see every message committed by writers that
+  held the lock before: `seq` is the last one + 1, and the unique `(conversation_id, seq)`
+  turns any writer that slipped past into a retried conflict. Locks are taken conversation
+  first, message second, as everywhere else.
 - Stored text is tokenized text, as given; audit rows hold kinds and counts only. A user
   message's own spellings of its values (`spellings.py`) are sealed in the same transaction,
   after the key check every sealing write verifies.
 - A reply cut off mid-stream reads back as far as its checkpoints saved it
-  (`checkpoints.py`), in the history the model is given too; a reply's final write deletes
-  its checkpoints in the same transaction.
+  (`checkpoints.py`), in the history the model is given too; a reply's final write (and any
+  write of a message's text) deletes its checkpoints in the same transaction.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import cast
+from typing import Any, cast
 
 from sqlalchemy import Table, Update, bindparam, delete, select, update
+from sqlalchemy.sql.dml import ReturningUpdate
 
-from holdback.store import checkpoints, conversations, key_check, spellings
+from holdback.store import checkpoints, conversations, key_check, spellings, vault
 from holdback.store.accounts import new_id
 from holdback.store.conversations import path_to
 from holdback.store.crypto import VaultKey
@@ -41,8 +46,15 @@ from holdback.store.errors import (
     MessageNotFoundError,
     UserNotFoundError,
 )
-from holdback.store.records import Conversation, Message, Spellings, StoredVault, Turn
-from holdback.store.runner import Runner, insert_rows, numbered
+from holdback.store.records import (
+    Conversation,
+    Message,
+    MessageStatus,
+    Spellings,
+    StoredVault,
+    Turn,
+)
+from holdback.store.runner import Runner, insert_rows
 from holdback.store.schema import (
     AuditEventRow,
     ConversationRow,
@@ -53,7 +65,6 @@ from holdback.store.schema import (
     UserRow,
     VaultEntryRow,
 )
-from holdback.store.vault import stored_vault
 
 _users = cast(Table, UserRow.__table__)
 _conversations = cast(Table, ConversationRow.__table__)
@@ -63,7 +74,6 @@ _audit = cast(Table, AuditEventRow.__table__)
 _spellings = cast(Table, MessageSpellingRow.__table__)
 _checkpoints = cast(Table, ReplyCheckpointRow.__table__)
 _reveals = cast(Table, RevealEventRow.__table__)
-_REVEAL_BATCH = 256  # rows per INSERT (8 columns: well within SQLite's parameter limit)
 
 # The conversation and its vault entries, in `vault.load`'s order, in one statement.
 _OPEN = (
@@ -95,54 +105,57 @@ _HISTORY = (
 )
 
 
-_INSERT_TURN = insert_rows(_messages, 2)  # the user's message and the reply's placeholder
-_INSERT_REPLY = insert_rows(_messages, 1)  # a regenerated or continued reply's placeholder
-_INSERT_CONVERSATION = insert_rows(_conversations, 1)
+_INSERT_MESSAGE = insert_rows(_messages)
+_INSERT_CONVERSATION = insert_rows(_conversations)
+_INSERT_AUDIT = insert_rows(_audit)
+_INSERT_SPELLINGS = insert_rows(_spellings)
+_INSERT_REVEALS = insert_rows(_reveals)
 _OWNER = select(_conversations.c.owner_id).where(
     _conversations.c.id == bindparam("conversation_id")
 )
 _USER_EXISTS = select(_users.c.id).where(_users.c.id == bindparam("owner_id"))
-_INSERT_AUDIT = {rows: insert_rows(_audit, rows) for rows in (1, 2)}
-_INSERT_SPELLINGS = insert_rows(_spellings, 1)
+_CONVERSATION_OF = select(_messages.c.conversation_id).where(_messages.c.id == bindparam("b_id"))
 
 
-def _touch(title: bool, owner: bool) -> Update:
+def _touch(title: bool, owner: bool) -> ReturningUpdate[Any]:
+    """The conversation's lock: an UPDATE, which gives back the row's current leaf as the
+    lock leaves it (the latest committed)."""
     statement = update(_conversations).where(_conversations.c.id == bindparam("b_id"))
     if owner:
         statement = statement.where(_conversations.c.owner_id == bindparam("b_owner"))
     values = {"updated_at": bindparam("b_now", type_=_conversations.c.updated_at.type)}
     if title:
         values["title"] = bindparam("b_title", type_=_conversations.c.title.type)
-    return statement.values(values)
+    return statement.values(values).returning(_conversations.c.current_leaf)
 
 
-def _finish(finish_reason: bool, meta: bool = False) -> Update:
-    columns = ["text", "parts", "status", "updated_at"]
-    if finish_reason:
-        columns.append("finish_reason")
-    if meta:
-        columns.append("meta")
+@functools.cache
+def _store(columns: tuple[str, ...]) -> Update:
+    """The UPDATE of a message's `columns` (and `updated_at`): one shape per set of columns."""
     return (
         update(_messages)
         .where(
             _messages.c.id == bindparam("b_id"),
             _messages.c.conversation_id == bindparam("b_conversation"),
         )
-        .values({name: bindparam(f"b_{name}", type_=_messages.c[name].type) for name in columns})
+        .values(
+            {
+                name: bindparam(f"b_{name}", type_=_messages.c[name].type)
+                for name in (*columns, "updated_at")
+            }
+        )
     )
 
 
-# Keyed by (title given, owner given) and by (finish reason given): one shape each.
+# Keyed by (title given, owner given): one shape each.
 _FLAGS = ((False, False), (False, True), (True, False), (True, True))
 _TOUCH = {(title, owner): _touch(title, owner) for title, owner in _FLAGS}
-_LEAF = select(_conversations.c.current_leaf).where(_conversations.c.id == bindparam("b_id"))
 _SET_LEAF = (
     update(_conversations)
     .where(_conversations.c.id == bindparam("b_id"))
     .values(current_leaf=bindparam("b_leaf", type_=_conversations.c.current_leaf.type))
 )
 AFTER_LEAF = "after the current leaf"  # `begin`'s default parent: the branch shown
-_FINISH = {(reason, meta): _finish(reason, meta) for reason, meta in _FLAGS}
 _FORGET_CHECKPOINTS = delete(_checkpoints).where(_checkpoints.c.message_id == bindparam("b_id"))
 
 
@@ -164,6 +177,24 @@ def _values(message: Message) -> dict[str, object]:
     }
 
 
+def _touched(
+    run: Runner,
+    conversation_id: str,
+    now: datetime,
+    *,
+    title: str | None = None,
+    owner_id: str | None = None,
+) -> Sequence[Any]:
+    """Lock the conversation by updating it (`updated_at`, the title if given): its row
+    (`current_leaf`), or none if there is no such conversation (of `owner_id`, if given)."""
+    params: dict[str, object] = {"b_id": conversation_id, "b_now": now}
+    if title is not None:
+        params["b_title"] = title
+    if owner_id is not None:
+        params["b_owner"] = owner_id
+    return run.rows(_TOUCH[title is not None, owner_id is not None], params)
+
+
 def _lock_and_touch(
     run: Runner,
     conversation_id: str,
@@ -171,33 +202,32 @@ def _lock_and_touch(
     *,
     title: str | None = None,
     owner_id: str | None = None,
-) -> None:
-    params: dict[str, object] = {"b_id": conversation_id, "b_now": now}
-    if title is not None:
-        params["b_title"] = title
-    if owner_id is not None:
-        params["b_owner"] = owner_id
-    if run.count(_TOUCH[title is not None, owner_id is not None], params) != 1:
+) -> str | None:
+    """`_touched`, or `ConversationNotFoundError`; the current leaf."""
+    rows = _touched(run, conversation_id, now, title=title, owner_id=owner_id)
+    if len(rows) != 1:
         raise ConversationNotFoundError(f"conversation {conversation_id} does not exist")
+    leaf: str | None = rows[0].current_leaf
+    return leaf
 
 
-def _audit_rows(
-    conversation_id: str,
-    message_id: str,
-    events: Sequence[tuple[str, dict[str, int]]],
-    now: datetime,
-) -> list[dict[str, object]]:
-    return [
-        {
-            "conversation_id": conversation_id,
-            "message_id": message_id,
-            "action": action,
-            "counts": counts,
-            "created_at": now,
-        }
-        for action, counts in events
-        if counts
-    ]
+def _audit_row(
+    conversation_id: str, message_id: str | None, action: str, counts: dict[str, int], now: datetime
+) -> dict[str, object]:
+    return {
+        "conversation_id": conversation_id,
+        "message_id": message_id,
+        "action": action,
+        "counts": counts,
+        "created_at": now,
+    }
+
+
+def _as_stored(meta: Mapping[str, object]) -> dict[str, object]:
+    """Meta as it reads back from the JSON column, so a record returned equals what
+    `history` gives."""
+    stored: dict[str, object] = json.loads(json.dumps(dict(meta)))
+    return stored
 
 
 def create(
@@ -222,7 +252,7 @@ def create(
         "system_prompt": None,
         "model": None,
     }
-    run.run(_INSERT_CONVERSATION, numbered([row]))
+    run.many(_INSERT_CONVERSATION, [row])
     return conversation
 
 
@@ -257,8 +287,18 @@ def open_owned(
         system_prompt=first.system_prompt,
         model=first.model,
     )
-    vault = stored_vault(key, conversation_id, (row for row in rows if row.token is not None))
-    return conversation, vault
+    entries = (row for row in rows if row.token is not None)
+    return conversation, vault.stored_vault(key, conversation_id, entries)
+
+
+def _end_of_shown(messages: Sequence[Message], leaf: str | None) -> str | None:
+    """The last message of the branch shown (the path to the current leaf), if any."""
+    branch = path_to(messages, leaf)
+    return branch[-1].id if branch else None
+
+
+def _next_seq(messages: Sequence[Message]) -> int:
+    return max((m.seq for m in messages), default=0) + 1
 
 
 def begin(
@@ -286,41 +326,32 @@ def begin(
     if typed:
         key_check.verify_in(run, key, where, lock="share")
     now = datetime.now(UTC)
-    _lock_and_touch(run, conversation_id, now, title=title, owner_id=owner_id)
+    leaf = _lock_and_touch(run, conversation_id, now, title=title, owner_id=owner_id)
     messages = history(run, conversation_id)
     if parent == AFTER_LEAF:
-        rows = run.rows(_LEAF, {"b_id": conversation_id})
-        leaf = rows[0].current_leaf if rows else None
-        branch = path_to(messages, leaf)
-        parent = branch[-1].id if branch else None
+        parent = _end_of_shown(messages, leaf)
     elif parent is not None and not any(m.id == parent for m in messages):
         raise MessageNotFoundError(f"message {parent} is not in conversation {conversation_id}")
     if text is None and parent is None:
         raise MessageNotFoundError("a reply needs a message to follow")
     branch = path_to(messages, parent) if parent is not None else []
-    seq = max((m.seq for m in messages), default=0) + 1
-    rows_out: list[dict[str, object]] = []
+    seq = _next_seq(messages)
     user: Message | None = None
     if text is not None:
-        # Meta as it reads back from the JSON column, so `user` equals what `list_messages`
-        # gives.
-        stored_meta = json.loads(json.dumps(dict(meta)))
         user = Message(new_id(), conversation_id, seq, "user", text, {}, "complete", None,
-                       stored_meta, now, now, parent_id=parent)  # fmt: skip
-        rows_out.append(_values(user))
+                       _as_stored(meta), now, now, parent_id=parent)  # fmt: skip
         branch.append(user)
         parent, seq = user.id, seq + 1
     assistant = Message(new_id(), conversation_id, seq, "assistant", "", {}, "incomplete", None,
-                        json.loads(json.dumps(dict(reply_meta or {}))), now, now,
-                        parent_id=parent, model=model)  # fmt: skip
-    rows_out.append(_values(assistant))
-    run.run(_INSERT_TURN if user is not None else _INSERT_REPLY, numbered(rows_out))
+                        _as_stored(reply_meta or {}), now, now, parent_id=parent,
+                        model=model)  # fmt: skip
+    written = [assistant] if user is None else [user, assistant]
+    run.many(_INSERT_MESSAGE, [_values(m) for m in written])
     run.run(_SET_LEAF, {"b_id": conversation_id, "b_leaf": assistant.id})
     if user is None:
         return Turn(user=None, assistant=assistant, history=branch)
     if masked:
-        audit = _audit_rows(conversation_id, user.id, [("masked", masked)], now)
-        run.run(_INSERT_AUDIT[1], numbered(audit))
+        run.many(_INSERT_AUDIT, [_audit_row(conversation_id, user.id, "masked", masked, now)])
     if typed:
         row = {
             "message_id": user.id,
@@ -328,8 +359,27 @@ def begin(
             "spellings_ciphertext": spellings.seal(key, conversation_id, user.id, typed),
             "created_at": now,
         }
-        run.run(_INSERT_SPELLINGS, numbered([row]))
+        run.many(_INSERT_SPELLINGS, [row])
     return Turn(user=user, assistant=assistant, history=branch)
+
+
+def _write_message(
+    run: Runner,
+    conversation_id: str,
+    message_id: str,
+    values: Mapping[str, object],
+    now: datetime,
+    *,
+    forget: bool,
+) -> None:
+    """Store `values` (columns of `messages`) in the message, and delete its checkpoints if
+    `forget`; the conversation is locked already."""
+    params = {f"b_{name}": value for name, value in values.items()}
+    params.update(b_id=message_id, b_conversation=conversation_id, b_updated_at=now)
+    if run.count(_store(tuple(sorted(values))), params) != 1:
+        raise MessageNotFoundError(f"message {message_id} is not in conversation {conversation_id}")
+    if forget:
+        run.run(_FORGET_CHECKPOINTS, {"b_id": message_id})
 
 
 def finish(
@@ -342,24 +392,89 @@ def finish(
     checkpointed: bool = True,
     reveals: Sequence[tuple[str, str, str, str]] = (),
 ) -> None:
-    """Store the reply's final text, parts, status and finish reason, and its audit events;
-    the checkpoints saved while it streamed go (if it may have any: `checkpointed`); the
-    values it showed, `reveals` (viewer, token, kind, level), are audited with it."""
+    """Store the reply's final text, parts, status and finish reason, and its audit events
+    (those with counts); the checkpoints saved while it streamed go (if it may have any:
+    `checkpointed`); the values it showed, `reveals` (viewer, token, kind, level), are
+    audited with it."""
     now = datetime.now(UTC)
     _lock_and_touch(run, conversation_id, now)
-    params = {f"b_{name}": value for name, value in values.items()}
-    params.update(b_id=message_id, b_conversation=conversation_id, b_updated_at=now)
-    if run.count(_FINISH["finish_reason" in values, "meta" in values], params) != 1:
-        raise MessageNotFoundError(f"message {message_id} is not in conversation {conversation_id}")
-    if checkpointed:
-        run.run(_FORGET_CHECKPOINTS, {"b_id": message_id})
-    rows = _audit_rows(conversation_id, message_id, audits, now)
-    if rows:
-        run.run(_INSERT_AUDIT[len(rows)], numbered(rows))
-    for start in range(0, len(reveals), _REVEAL_BATCH):
-        batch = [
+    _write_message(run, conversation_id, message_id, values, now, forget=checkpointed)
+    rows = [
+        _audit_row(conversation_id, message_id, action, counts, now)
+        for action, counts in audits
+        if counts
+    ]
+    run.many(_INSERT_AUDIT, rows)
+    run.many(
+        _INSERT_REVEALS,
+        [
             {"viewer_id": viewer, "conversation_id": conversation_id, "message_id": message_id,
              "token": token, "kind": kind, "level": level, "created_at": now}
-            for viewer, token, kind, level in reveals[start : start + _REVEAL_BATCH]
-        ]  # fmt: skip
-        run.run(insert_rows(_reveals, len(batch)), numbered(batch))
+            for viewer, token, kind, level in reveals
+        ],
+    )  # fmt: skip
+
+
+# -- the single-purpose writes ------------------------------------------------------------------
+
+
+def add(
+    run: Runner,
+    conversation_id: str,
+    role: str,
+    text: str,
+    *,
+    parts: Mapping[str, str],
+    status: str,
+    finish_reason: str | None,
+    meta: Mapping[str, object],
+) -> Message:
+    """`add_message`: a message at the end of the branch shown, which it then ends."""
+    now = datetime.now(UTC)
+    leaf = _lock_and_touch(run, conversation_id, now)
+    messages = history(run, conversation_id)
+    message = Message(new_id(), conversation_id, _next_seq(messages), role, text, dict(parts),
+                      cast(MessageStatus, status), finish_reason, _as_stored(meta), now, now,
+                      parent_id=_end_of_shown(messages, leaf))  # fmt: skip
+    run.many(_INSERT_MESSAGE, [_values(message)])
+    run.run(_SET_LEAF, {"b_id": conversation_id, "b_leaf": message.id})
+    return message
+
+
+def change(run: Runner, message_id: str, values: Mapping[str, object]) -> None:
+    """`update_message`: store `values` in the message, in whichever conversation; a new
+    text or parts replace what a reply saved as it streamed (its checkpoints go)."""
+    rows = run.rows(_CONVERSATION_OF, {"b_id": message_id})
+    if not rows:
+        raise MessageNotFoundError(f"message {message_id} does not exist")
+    conversation_id = rows[0].conversation_id
+    now = datetime.now(UTC)
+    _lock_and_touch(run, conversation_id, now)
+    forget = "text" in values or "parts" in values
+    _write_message(run, conversation_id, message_id, values, now, forget=forget)
+
+
+def rename(run: Runner, conversation_id: str, owner_id: str, title: str) -> bool:
+    """`rename_conversation`: False if the owner has no such conversation."""
+    now = datetime.now(UTC)
+    return len(_touched(run, conversation_id, now, title=title, owner_id=owner_id)) == 1
+
+
+def audit(
+    run: Runner,
+    conversation_id: str,
+    message_id: str | None,
+    action: str,
+    counts: dict[str, int],
+) -> None:
+    """`record_audit`: one event, of the conversation or of one of its messages (its
+    `updated_at` stays)."""
+    vault.lock(run, conversation_id)
+    if message_id is not None:
+        rows = run.rows(_CONVERSATION_OF, {"b_id": message_id})
+        if not rows or rows[0].conversation_id != conversation_id:
+            raise MessageNotFoundError(
+                f"message {message_id} is not in conversation {conversation_id}"
+            )
+    row = _audit_row(conversation_id, message_id, action, counts, datetime.now(UTC))
+    run.many(_INSERT_AUDIT, [row])

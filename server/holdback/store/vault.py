@@ -29,14 +29,13 @@ The rules:
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from sqlalchemy import Select, Table, bindparam, select
+from sqlalchemy import Table, bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from holdback.errors import InvalidTokenError
@@ -48,7 +47,7 @@ from holdback.store.errors import (
     VaultFullError,
 )
 from holdback.store.records import StoredVault, VaultItem, VaultUpdate
-from holdback.store.runner import Runner, insert_rows, numbered
+from holdback.store.runner import Runner, insert_rows
 from holdback.store.schema import ConversationRow, VaultEntryRow
 from holdback.tokens import ID_RE, kind_label, make_token, parse_id
 from holdback.vault import VaultEntry
@@ -130,8 +129,8 @@ def _storable(ident: str) -> bool:
 
 
 _table = cast(Table, VaultEntryRow.__table__)
-# Rows per INSERT: SQLite allows 32,766 parameters per statement, 8 columns a row.
-_INSERT_BATCH = 500
+_INSERT = insert_rows(_table)
+_BATCH = 500  # tokens per IN (SQLite allows 32,766 parameters per statement)
 _LOCK = (
     select(ConversationRow.id)
     .where(ConversationRow.id == bindparam("conversation_id"))
@@ -140,16 +139,15 @@ _LOCK = (
 _HELD = select(_table.c.token, _table.c.kind, _table.c.number, _table.c.value_hash).where(
     _table.c.conversation_id == bindparam("conversation_id")
 )
-_ENTRY_COLUMNS = (_table.c.token, _table.c.kind, _table.c.detector_kind, _table.c.value_ciphertext)
 
 
-@functools.cache
-def _entries_query(size: int) -> Select[Any]:
-    """The entries of `size` tokens (`t_0`...); sizes are powers of two, so few shapes."""
-    return select(*_ENTRY_COLUMNS).where(
-        _table.c.conversation_id == bindparam("conversation_id"),
-        _table.c.token.in_([bindparam(f"t_{i}") for i in range(size)]),
-    )
+# The entries of some tokens (an expanding IN: one compiled shape for any count).
+_ENTRIES = select(
+    _table.c.token, _table.c.kind, _table.c.detector_kind, _table.c.value_ciphertext
+).where(
+    _table.c.conversation_id == bindparam("conversation_id"),
+    _table.c.token.in_(bindparam("tokens", expanding=True)),
+)
 
 
 async def lock_conversation(session: AsyncSession, conversation_id: str) -> None:
@@ -158,12 +156,13 @@ async def lock_conversation(session: AsyncSession, conversation_id: str) -> None
     `FOR NO KEY UPDATE` serializes holdback's writers of one conversation without blocking
     on the key-share locks that foreign-key checks take.
     """
-    found = await session.scalar(
-        select(ConversationRow.id)
-        .where(ConversationRow.id == conversation_id)
-        .with_for_update(key_share=True)
-    )
-    if found is None:
+    if await session.scalar(_LOCK, {"conversation_id": conversation_id}) is None:
+        raise ConversationNotFoundError(f"conversation {conversation_id} does not exist")
+
+
+def lock(run: Runner, conversation_id: str) -> None:
+    """`lock_conversation`, as a statement of a `Runner` transaction."""
+    if not run.rows(_LOCK, {"conversation_id": conversation_id}):
         raise ConversationNotFoundError(f"conversation {conversation_id} does not exist")
 
 
@@ -178,8 +177,7 @@ def assign(
 ) -> VaultUpdate:
     """Reserve `reserve`, then tokens for `items`, adding entries for values not held yet;
     `VaultFullError` if the vault would then hold more than `limit` rows."""
-    if not run.rows(_LOCK, {"conversation_id": conversation_id}):
-        raise ConversationNotFoundError(f"conversation {conversation_id} does not exist")
+    lock(run, conversation_id)
     rows = run.rows(_HELD, {"conversation_id": conversation_id})
     known: dict[tuple[str, bytes], str] = {}
     highest: dict[str, int] = {}
@@ -235,9 +233,7 @@ def assign(
             f"conversation {conversation_id} cannot take {len(new_rows)} more vault entries: "
             f"it holds {len(rows)} and the limit is {limit}; nothing was added"
         )
-    for start in range(0, len(new_rows), _INSERT_BATCH):
-        batch = new_rows[start : start + _INSERT_BATCH]
-        run.run(insert_rows(_table, len(batch)), numbered(batch))
+    run.many(_INSERT, new_rows)
     taken = [token for token in taken if token not in tokens]
     read = [*dict.fromkeys(stored_before), *taken]
     if read:
@@ -276,13 +272,12 @@ def _entries_of(
     run: Runner, key: VaultKey, conversation_id: str, tokens: Sequence[str]
 ) -> dict[str, VaultEntry]:
     found: dict[str, VaultEntry] = {}
-    for start in range(0, len(tokens), _INSERT_BATCH):
-        batch = list(tokens[start : start + _INSERT_BATCH])
-        size = 1 << (len(batch) - 1).bit_length()
-        params: dict[str, object] = {"conversation_id": conversation_id}
-        # Padded with the last token: a repeat in IN changes nothing.
-        params.update({f"t_{i}": batch[min(i, len(batch) - 1)] for i in range(size)})
-        for row in run.rows(_entries_query(size), params):
+    for start in range(0, len(tokens), _BATCH):
+        params = {
+            "conversation_id": conversation_id,
+            "tokens": list(tokens[start : start + _BATCH]),
+        }
+        for row in run.rows(_ENTRIES, params):
             found[row.token] = _entry(key, conversation_id, row)
     return found
 

@@ -130,6 +130,24 @@ class TermMatcher:
             return False
         return bool(self._automaton.match(_squeezed(folded[start:endpos])))
 
+    def probe(self, folded: str, start: int, endpos: int) -> bool | None:
+        """True if `open_at`; else False if a match may begin at `start` (`begins_term`,
+        within word bounds), None if none can. One walk of the automaton answers both."""
+        inside_a_word = start > 0 and is_word_char(folded[start - 1])
+        if self.whole_words and inside_a_word and is_word_char(folded[start]):
+            return None  # inside a word: neither open nor the start of a whole word
+        key = folded[start:endpos]
+        if "  " in key:
+            key = _RUN.sub(" ", key)
+        reach = self._automaton.longest_prefix(key)
+        if reach == len(key):
+            return True
+        # A whole-word term ends where a word does: not inside the word the text begins with.
+        if not reach or (self.whole_words and key[: reach + 1].isalnum()):
+            return None
+        exists = self._automaton.exists
+        return False if any(exists(key[:k]) for k in range(1, reach + 1)) else None
+
     def begins_term(self, folded: str, start: int, endpos: int) -> bool:
         """Whether some term is a prefix of the text from `start` (ignoring word bounds)."""
         key = _squeezed(folded[start:endpos])

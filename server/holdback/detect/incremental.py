@@ -18,6 +18,8 @@ stream proved, on these rules:
   characters: until both are in the held text, the detector has no findings to look for, and
   it looks from the first such candidate. A finding that starts at or after the hold does not
   change the outcome, so the findings are those that start before it.
+- A term list is asked once per candidate, for both answers (`TermMatcher.probe`): whether
+  the start is open, and if not, whether a term begins there; only then may it have findings.
 
 Detectors other than patterns and term lists are asked on every scan, as `DetectorSet.scan` asks
 them. A text that loses characters to normalization, or whose case folding depends on context
@@ -275,7 +277,7 @@ class StreamScanner:
         words, word_from, short = self._word_bits, self._word_from, self._short
         char = self._tables.char
         rel_end = end - offset
-        cut, terms = self._cut, self._term_bits
+        cut = self._cut
         for k, s in enumerate(starts):
             if s < pos:
                 continue
@@ -290,41 +292,38 @@ class StreamScanner:
                     return s
                 if word_from[j] - 1 - s < short[j] and char(text[s - offset])[1] >> j & 1:
                     cut[j] = max(cut[j], s + 1)  # its run of `word` characters ended too soon
+            bare = 0  # the term lists that no term begins with at `s`
             for j in _BITS[mask]:
-                if s >= cut[j] and self._is_open(j, text, s, offset, rel_end):
+                if s < cut[j]:
+                    mask ^= 1 << j
+                    continue
+                state = self._probe(j, text, s, offset, rel_end)
+                if state:
                     if mask != masks[k]:
-                        self._drop(self._may_begin(masks[k] ^ mask, text, s, offset), s, pos)
+                        self._drop((masks[k] ^ mask) & ~bare, s, pos)
                     del starts[:k], masks[:k]
                     masks[0] = mask
                     self._word_open = None
                     return s
+                if state is None:
+                    bare |= 1 << j
                 mask ^= 1 << j
-            mask = masks[k]
-            if mask & terms and self._folded is not None:
-                mask = self._may_begin(mask, text, s, offset)
-            self._drop(mask, s, pos)
+            self._drop(masks[k] & ~bare if bare else masks[k], s, pos)
         starts.clear()
         masks.clear()
         self._word_open = None
         return end
 
-    def _may_begin(self, mask: int, text: str, s: int, offset: int) -> int:
-        """`mask` without the term lists for which no term begins at `s`: once a start is no
-        longer open, all the terms that begin there are in the text."""
-        terms = mask & self._term_bits
-        if terms and self._folded is not None:
-            for j in _BITS[terms]:
-                if not self._terms[j].begins_term(self._folded, s - offset, len(text)):
-                    mask &= ~(1 << j)
-        return mask
-
-    def _is_open(self, j: int, text: str, s: int, offset: int, rel_end: int) -> bool:
+    def _probe(self, j: int, text: str, s: int, offset: int, rel_end: int) -> bool | None:
+        """Whether detector `j` is open at `s`; for a term list, if not, also whether a term
+        begins there (False) or none does (None): once a start is no longer open, all the
+        terms that begin there are in the text (`TermMatcher.probe`)."""
         d = self._patterns.get(j)
         if d is not None:
             return d.is_open(text, s - offset, rel_end)
         if self._folded is None:
             self._folded = fold_case(text)
-        return self._terms[j].open_at(self._folded, s - offset, rel_end)
+        return self._terms[j].probe(self._folded, s - offset, rel_end)
 
     def _decided(self, text: str, offset: int, pos: int, hold: int, found: list[Finding]) -> None:
         """The findings of the detectors that may have some: they start before the hold (a

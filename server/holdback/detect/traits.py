@@ -4,7 +4,8 @@ Bit `j` of a mask stands for detector `j` of the set. For a character, among its
 
 - whether a match may begin there, for a pattern detector (its `starts` matches and so could
   the pattern, judged from those few characters alone: more text can only rule a start out)
-  or for a term list (a term begins with the character, and with the next one once it has come);
+  or for a term list (a term begins with the character, and with the next one once it has come;
+  for a list of whole words, not inside a word);
 - whether it is in the detector's alphabet, in its `word` class, in its `needs` class.
 
 The answers depend on the detectors' declarations only, so the tables are shared by every
@@ -20,7 +21,9 @@ import regex
 
 from holdback.detect.base import Detector
 from holdback.detect.dictionary import TermMatcher
+from holdback.detect.normalize import fold_case
 from holdback.detect.regex_detector import RegexDetector
+from holdback.tokens import is_word_char
 
 _LIMIT = 1 << 15  # entries a table keeps; a full table starts over, so it follows the traffic
 _SHARED_LIMIT = 16  # detector sets whose tables are kept (a deployment has one or two)
@@ -39,18 +42,23 @@ def _signature(d: Detector) -> tuple[object, ...]:
         pattern = (d.pattern.pattern, d.pattern.flags, d.starts.pattern)
         return ("pattern", *pattern, d.alphabet, d.word, d.needs)
     if isinstance(d, TermMatcher) and d.size:
-        return ("terms", d.heads)
+        return ("terms", d.heads, d.whole_words)
     return ("other",)
 
 
-def _term_may_begin(key: str, at: int, heads: frozenset[str], firsts: frozenset[str]) -> bool:
-    """Whether a term may begin at `key[at]`, judged from it and the character after it.
+def _term_may_begin(
+    key: str, at: int, heads: frozenset[str], firsts: frozenset[str], whole_words: bool
+) -> bool:
+    """Whether a term may begin at `key[at]`, judged from it and the character after it, and
+    for a list of whole words from the one before: not inside a word.
 
     Terms are compared folded; a character whose fold is not one character is let through.
     """
     low = key[at].lower()
     if len(low) != 1:
         return True
+    if whole_words and at and is_word_char(low) and is_word_char(fold_case(key[at - 1])):
+        return False
     after = key[at + 1 : at + 2].lower()
     if len(after) != 1:
         return low in firsts
@@ -62,7 +70,7 @@ class Traits:
 
     def __init__(self, detectors: list[Detector]) -> None:
         self._patterns: list[tuple[int, regex.Pattern[str], regex.Pattern[str]]] = []
-        self._terms: list[tuple[int, frozenset[str], frozenset[str]]] = []
+        self._terms: list[tuple[int, frozenset[str], frozenset[str], bool]] = []
         self._classes: list[tuple[int, regex.Pattern[str], regex.Pattern[str] | None]] = []
         self._needs: list[tuple[int, re.Pattern[str]]] = []
         for j, d in enumerate(detectors):
@@ -74,7 +82,7 @@ class Traits:
                 if d.needs is not None:
                     self._needs.append((bit, re.compile(d.needs)))
             elif isinstance(d, TermMatcher) and d.size:
-                self._terms.append((bit, d.heads, d.firsts))
+                self._terms.append((bit, d.heads, d.firsts, d.whole_words))
         # Keyed by a character with the one before it and, once it has come, the one after.
         self.near: dict[str, Info] = {}
         self.chars: dict[str, Chars] = {}
@@ -88,8 +96,8 @@ class Traits:
                 and pattern.match(key, at, partial=True) is not None
             ):
                 mask |= bit
-        for bit, heads, firsts in self._terms:
-            if _term_may_begin(key, at, heads, firsts):
+        for bit, heads, firsts, whole_words in self._terms:
+            if _term_may_begin(key, at, heads, firsts, whole_words):
                 mask |= bit
         info = (mask, *self.char(key[at]))
         if at == 1:

@@ -1,8 +1,10 @@
 """A team's detectors in the incremental scanner: it answers as `DetectorSet.scan` does.
 
-People are a term list of whole words, read by the scanner's own rules (not asked on every
-scan), with a team's patterns beside them: the scanner is held here to the one-shot answer,
-scan by scan, and the guard built on them to its reference (every scan in full). What the
+People are a term list of whole words, and a team's regexes one pattern detector whose findings
+may wait on the text after them (context words, `RegexDetector.judge`): both are read by the
+scanner's own rules, not asked on every scan, so both are held here to the one-shot answer,
+scan by scan, and the guard built on them to its reference (every scan in full); the bundle of
+regexes to the entries asked on every scan. What the
 scanner relies on is tested too: `TermMatcher.probe` tells an open start, and no match begins
 where it says none does; the start tables miss no start of a whole-word term.
 """
@@ -18,6 +20,7 @@ from holdback.detect.incremental import StreamScanner
 from holdback.detect.normalize import fold_case, normalize
 from holdback.detect.people import PeopleMatcher, parse_people
 from holdback.detect.team_patterns import parse_patterns
+from holdback.detect.team_scan import PatternBundle
 from holdback.detect.traits import for_detectors
 from holdback.stream import Guard, forbidden_matcher
 
@@ -38,22 +41,50 @@ PATTERNS = parse_patterns(
                 "context_window": 12,
             },
             {"label": "policy", "regex": r"\d{9}[\dX]", "validator": "mod11", "context": "pol"},
+            {"label": "code", "regex": r"XY-[A-Z]{3}", "context": "code", "context_window": 8},
         ]
     }
 )
 FORBIDDEN = forbidden_matcher(["db01.corp.internal", "x"])
 TEAM = DetectorSet.from_config({"client": ["Acme Holdings"]}, extra=[*PATTERNS.detectors(), PEOPLE])
 SCREENING = DetectorSet([*TEAM.detectors, FORBIDDEN])
+BUNDLED = DetectorSet(PATTERNS.detectors())
+AS_ONE = DetectorSet([PATTERNS])  # every entry asked on every scan: the reference
 CONTEXT = 80
 
 TEAM_PIECES = [
     "Sarah Connor", "Ms Connor", "S. Connor", "Connor, Sarah", "CONNOR'S", "Tom Baker", "baker",
     "Mr Baker", "Okafor", "Dr. Oka", "José García", "Sally", "A Ng", "a ng", "ng", "it's",
     "ACC-2024-00817", "acc-2024-0081", "matter", "MAT/88213", "M123456", "file no", "pol",
-    "0306406152", "ACC-", "MAT/", "Conn", "the", " ", " ", ", ", ".", "\n", "padding", "x",
+    "0306406152", "ACC-", "MAT/", "XY-ABC", "xy-a", "code", "Conn", "the", " ", " ", ", ", ".",
+    "\n", "padding", "x",
 ]  # fmt: skip
 
+TEAM_TEXTS = st.lists(st.sampled_from(TEAM_PIECES), max_size=14).map("".join)
 TEXTS = st.lists(st.one_of(st.sampled_from(TEAM_PIECES), PIECES), max_size=14).map("".join)
+
+
+def test_the_regexes_are_one_pattern_detector_and_those_without_a_digit_another() -> None:
+    bundles = PATTERNS.detectors()
+    assert all(isinstance(d, PatternBundle) for d in bundles)
+    assert [d.kinds for d in bundles] == [("account", "matter", "policy"), ("code",)]
+    assert [len(d.members) for d in bundles if isinstance(d, PatternBundle)] == [4, 1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=TEAM_TEXTS, data=st.data())
+def test_the_bundles_find_what_the_entries_asked_on_every_scan_find(
+    text: str, data: st.DataObject
+) -> None:
+    """Every prefix of a text, partial and final, from a start drawn once."""
+    norm = normalize(text).text
+    pos = data.draw(st.integers(0, len(norm)))
+    for end in range(pos, len(norm) + 1):
+        for final in (False, True):
+            got = BUNDLED.scan(norm[:end], pos, final=final)
+            want = AS_ONE.scan(norm[:end], pos, final=final)
+            assert (sorted(got.findings), got.hold) == (sorted(want.findings), want.hold)
+    assert sorted(BUNDLED.detect(text)) == sorted(AS_ONE.detect(text))
 
 
 @settings(max_examples=300, deadline=None)

@@ -18,6 +18,8 @@ stream proved, on these rules:
   characters: until both are in the held text, the detector has no findings to look for, and
   it looks from the first such candidate. A finding that starts at or after the hold does not
   change the outcome, so the findings are those that start before it.
+- A detector that `judge`s its decided findings (a team pattern's context words) may leave one
+  waiting on text still to come: the scan holds from its start, as `DetectorSet.scan` does.
 - A term list is asked once per candidate, for both answers (`TermMatcher.probe`): whether
   the start is open, and if not, whether a term begins there; only then may it have findings.
 
@@ -161,7 +163,7 @@ class StreamScanner:
             found.extend(c.findings)
             hold = min(hold, c.hold + offset)
         if self._due | self._always:
-            self._decided(norm, offset, pos, hold, found)
+            hold = self._decided(norm, offset, pos, hold, found)
         held = hold - offset
         if found:
             found, held = settle(found, held)
@@ -325,9 +327,10 @@ class StreamScanner:
             self._folded = fold_case(text)
         return self._terms[j].probe(self._folded, s - offset, rel_end)
 
-    def _decided(self, text: str, offset: int, pos: int, hold: int, found: list[Finding]) -> None:
+    def _decided(self, text: str, offset: int, pos: int, hold: int, found: list[Finding]) -> int:
         """The findings of the detectors that may have some: they start before the hold (a
-        finding that starts after it cannot change the scan, once settled)."""
+        finding that starts after it cannot change the scan, once settled). The hold is
+        returned: earlier if a finding waits on text still to come (`judge`)."""
         rel_pos, rel_end, rel_hold = pos - offset, len(text), hold - offset
         patterns, dropped = self._patterns, self._dropped
         for j in _BITS[self._due | self._always]:
@@ -343,22 +346,30 @@ class StreamScanner:
                 found.extend(f for f in terms if f.start < rel_hold)
                 continue
             needle = self._needle[j]
+            new: list[Finding] | None = None
             if d.needs is None or (needle >= pos and dropped[j] >= pos):
                 # A match begins where the detector was ruled out: from the first such on,
                 # unless a match from before `pos` can reach past it (the look-back's case).
                 run = self._run_before(j, d, text, offset, pos) if d.lookback else pos
                 since = None if run < pos else max(pos, self._first_drop[j]) - offset
                 if since is None or since < rel_hold:  # else no finding starts before the hold
-                    found.extend(d.decided(text, rel_pos, rel_end, rel_hold, since=since))
+                    new = d.decided(text, rel_pos, rel_end, rel_hold, since=since)
             elif d.lookback and max(offset, pos - d.lookback) <= needle < pos < hold:
                 if self._run_before(j, d, text, offset, pos) <= needle:
-                    found.extend(d.decided(text, rel_pos, rel_end, rel_hold))
+                    new = d.decided(text, rel_pos, rel_end, rel_hold)
             elif needle < pos or not d.lookback:
                 self._due &= ~bit
             elif self._run_before(j, d, text, offset, pos) < pos:
                 # A run from before the held text reaches into it, and may hold values that
                 # begin where no start is (`…2671/2672`): it is matched from its start.
-                found.extend(d.decided(text, rel_pos, rel_end, rel_hold))
+                new = d.decided(text, rel_pos, rel_end, rel_hold)
+            if new:
+                if d.judged:
+                    new, waiting = d.judge(text, new, rel_end, partial=True)
+                    if waiting is not None and waiting < rel_hold:
+                        rel_hold, hold = waiting, waiting + offset
+                found.extend(new)
+        return hold
 
     def _run_before(self, j: int, d: RegexDetector, text: str, offset: int, pos: int) -> int:
         """Where a match that begins before `pos` and reaches past it can begin, at the

@@ -112,9 +112,20 @@ class RegexDetector:
         # matches as `pattern`, but for those the check rejects for their length alone.
         self.once = once
 
+    # A detector whose findings may wait on text still to come after them (a team pattern's
+    # context words) says so, and `judge`s them: the scanner asks it only then.
+    judged = False
+
     @property
     def kinds(self) -> tuple[str, ...]:
         return (self.kind,)
+
+    def judge(
+        self, text: str, findings: list[Finding], endpos: int, *, partial: bool
+    ) -> tuple[list[Finding], int | None]:
+        """The decided findings (in order) that stand, and the start of the first still
+        undecided (None if none is): the hold, for a partial text."""
+        return findings, None
 
     def open_start(self, text: str, pos: int, endpos: int) -> int:
         """The first start whose match could still run past `endpos`; `endpos` if none."""
@@ -148,9 +159,16 @@ class RegexDetector:
         ):
             return Candidates([], endpos)
         if not partial:
-            return Candidates(self._found(text, pos, endpos), endpos)
+            found = self._found(text, pos, endpos)
+            if self.judged:
+                found = self.judge(text, found, endpos, partial=False)[0]
+            return Candidates(found, endpos)
         hold = self.open_start(text, pos, endpos)
-        return Candidates(self.decided(text, pos, endpos, hold), hold)
+        found = self.decided(text, pos, endpos, hold)
+        if self.judged:
+            found, waiting = self.judge(text, found, endpos, partial=True)
+            hold = hold if waiting is None else waiting
+        return Candidates(found, hold)
 
     def _found(self, text: str, pos: int, endpos: int) -> list[Finding]:
         """`decided(text, pos, endpos, endpos)` for a text that ends at `endpos`: matched

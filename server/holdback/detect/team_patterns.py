@@ -11,10 +11,12 @@ The rules it keeps:
   directions read (`normalize`);
 - a start is decided from the text at most `MAX_CONTEXT` characters before it (the guard keeps
   80 characters of released text) and from the text after it: it is open while the text from
-  it is the prefix of a match (one search of the last `MAX_MATCH` characters for all entries at
-  once), or while the match's context words are not found and fewer than `context_window`
-  characters have come after the match. So streamed screening equals one-shot screening for
-  every split, as for the built-in detectors;
+  it is the prefix of a match, or while the match's context words are not found and fewer than
+  `context_window` characters have come after the match. So streamed screening equals one-shot
+  screening for every split, as for the built-in detectors. Each regex is a detector the
+  stream scanner reads with its own tables (`team_scan`); `PatternSet` is the same entries as
+  one detector asked on every scan (one search of the last `MAX_MATCH` characters for all
+  entries at once), for a regex of any character and as the reference they are tested against;
 - an entry's `validator` (`luhn`, `mod97`, `mod11`, `none`) decides a match from its letters
   and digits; its `match` and `no_match` examples are checked when the file is loaded, and a
   failing one refuses the file. Errors name the entry and the example by position, never by
@@ -35,6 +37,7 @@ from holdback.detect.base import Candidates, Detector, Finding
 from holdback.detect.dictionary import normalize_term
 from holdback.detect.normalize import fold_case, normalize
 from holdback.detect.regex_detector import RegexDetector
+from holdback.detect.team_scan import InContext, PatternBundle, regex_detector, wrapped
 from holdback.detect.validators import digits_of, luhn_ok
 from holdback.errors import ConfigurationError
 from holdback.moderation.safe_regex import UnsafePatternError, check_shape
@@ -48,7 +51,6 @@ RESERVED_KINDS = frozenset(
     | {"person", "literal", "token", "forbidden"}
 )
 _LABEL = re.compile(r"[a-z][a-z0-9_]{0,31}")
-_EDGE = "A-Za-z0-9"  # a match stands apart from these on both sides
 _MAXREPEAT = int(re._constants.MAXREPEAT)  # type: ignore[attr-defined]
 
 
@@ -86,100 +88,6 @@ VALIDATORS: dict[str, Callable[[str], bool]] = {
 }
 
 
-_C = re._constants  # type: ignore[attr-defined]
-_CATEGORIES = {_C.CATEGORY_DIGIT: r"\d", _C.CATEGORY_SPACE: r"\s", _C.CATEGORY_WORD: r"\w"}
-
-
-def _alphabet(items: object) -> set[str] | None:
-    """The characters (as class parts) a match of parsed items can hold; None if any."""
-    out: set[str] = set()
-    for op, arg in items:  # type: ignore[attr-defined]
-        if op is _C.LITERAL:
-            out.update(re.escape(c) for c in {chr(arg), chr(arg).lower(), chr(arg).upper()})
-        elif op is _C.IN:
-            for iop, iarg in arg:
-                if iop is _C.LITERAL:
-                    out.add(re.escape(chr(iarg)))
-                elif iop is _C.RANGE:
-                    out.add(f"{re.escape(chr(iarg[0]))}-{re.escape(chr(iarg[1]))}")
-                elif iop is _C.CATEGORY and iarg in _CATEGORIES:
-                    out.add(_CATEGORIES[iarg])
-                else:
-                    return None  # a negated class, or a negated category
-        elif op in (_C.MAX_REPEAT, _C.MIN_REPEAT, _C.POSSESSIVE_REPEAT):
-            inner = _alphabet(arg[2])
-            if inner is None:
-                return None
-            out |= inner
-        elif op is _C.SUBPATTERN:
-            inner = _alphabet(arg[3])
-            if inner is None:
-                return None
-            out |= inner
-        elif op is _C.ATOMIC_GROUP:
-            inner = _alphabet(arg)
-            if inner is None:
-                return None
-            out |= inner
-        elif op is _C.BRANCH:
-            for branch in arg[1]:
-                inner = _alphabet(branch)
-                if inner is None:
-                    return None
-                out |= inner
-        elif op in (_C.AT, _C.ASSERT, _C.ASSERT_NOT):
-            continue  # holds no character of the match
-        else:
-            return None  # any character, a negated literal
-    return out
-
-
-def _needs_digit(items: object) -> bool:
-    """Whether every match of parsed items holds an ASCII digit (most identifiers do)."""
-    for op, arg in items:  # type: ignore[attr-defined]
-        if op is _C.LITERAL and chr(arg).isdigit():
-            return True
-        if op is _C.IN and all(
-            (iop is _C.CATEGORY and iarg is _C.CATEGORY_DIGIT)
-            or (iop is _C.RANGE and "0" <= chr(iarg[0]) <= chr(iarg[1]) <= "9")
-            or (iop is _C.LITERAL and chr(iarg).isdigit())
-            for iop, iarg in arg
-        ):
-            return True
-        if op in (_C.MAX_REPEAT, _C.POSSESSIVE_REPEAT) and arg[0] >= 1 and _needs_digit(arg[2]):
-            return True
-        if op is _C.SUBPATTERN and _needs_digit(arg[3]):
-            return True
-    return False
-
-
-def regex_detector(
-    kind: str, source: str, validator: Callable[[str], bool]
-) -> RegexDetector | None:
-    """A context-free entry's regex as a pattern detector the stream scanner knows (its
-    alphabet, where a match may begin, a digit it needs); None if its alphabet is every
-    character (`.`, a negated class), which is then asked on every scan instead."""
-    parsed = re._parser.parse(source)  # type: ignore[attr-defined]
-    parts = _alphabet(parsed)
-    if not parts:
-        return None
-    alphabet = "(?i:[" + "".join(sorted(parts)) + "])"
-    flags = regex.IGNORECASE | regex.V0
-    pattern = regex.compile(_wrapped(source), flags)
-
-    def check(m: regex.Match[str]) -> tuple[int, int] | None:
-        return m.span() if validator(m.group()) else None
-
-    return RegexDetector(
-        kind,
-        pattern,
-        check,
-        alphabet=alphabet,
-        starts=rf"(?<![{_EDGE}]){alphabet}",
-        needs="[0-9]" if _needs_digit(parsed) else None,
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class PatternEntry:
     """One entry of a patterns file, compiled."""
@@ -196,8 +104,18 @@ class PatternEntry:
         """Whether the match at start..end is a finding; None while text still to come decides."""
         if not self.validator(text[start:end]):
             return False
+        return self.in_context(text, start, end, endpos, partial)
+
+    def in_context(
+        self, text: str, start: int, end: int, endpos: int, partial: bool
+    ) -> bool | None:
+        """Whether a context word is near the match at start..end (True without words); None
+        while text still to come decides. A whole text is read to its end, whatever `endpos`
+        (a search near some spans ends a little past them: `DetectorSet.detect_around`)."""
         if self.context is None:
             return True
+        if not partial:
+            endpos = len(text)
         before = fold_case(text[max(0, start - self.window) : start])
         if self.context.search(before):
             return True
@@ -213,10 +131,6 @@ class PatternEntry:
         if partial and endpos <= limit:
             return None
         return False
-
-
-def _wrapped(source: str) -> str:
-    return f"(?<![{_EDGE}])(?:{source})(?![{_EDGE}])"
 
 
 def _width(source: str) -> tuple[int, int]:
@@ -246,7 +160,7 @@ def compile_regex(source: str) -> tuple[regex.Pattern[str], int]:
     if low == 0:
         raise UnsafePatternError("it can match the empty text")
     try:
-        compiled = regex.compile(_wrapped(source), regex.IGNORECASE | regex.V0)
+        compiled = regex.compile(wrapped(source), regex.IGNORECASE | regex.V0)
     except regex.error as exc:
         raise UnsafePatternError(f"it does not compile ({exc})") from None
     return compiled, high
@@ -342,22 +256,27 @@ class PatternSet:
         return len(self.entries)
 
     def detectors(self) -> list[Detector]:
-        """The entries as the stream scanner reads them best: a regex of an entry without
-        context words is a pattern detector of its own (the scanner's start tables and its
-        `needs` digit skip it on most text); the others stay in one set, asked on every scan.
-        Both find exactly what this set finds."""
-        fast: list[Detector] = []
+        """The entries as the stream scanner reads them best: their regexes as one pattern
+        detector (`PatternBundle`; those that need a digit apart, which the scanner skips
+        where no digit is held), judged by each entry's context words; an entry with a regex
+        of any character stays in one set, asked on every scan. Both find exactly what this
+        set finds."""
+        members: list[RegexDetector] = []
+        contexts: dict[str, InContext] = {}
         rest: list[PatternEntry] = []
         for entry in self.entries:
-            if entry.context is not None:
-                rest.append(entry)
-                continue
             made = [regex_detector(entry.kind, src, entry.validator) for src in entry.sources]
             if any(d is None for d in made):
                 rest.append(entry)
-            else:
-                fast.extend(d for d in made if d is not None)
-        return [*fast, PatternSet(rest)] if rest else fast
+                continue
+            members.extend(d for d in made if d is not None)
+            if entry.context is not None:
+                contexts[entry.kind] = entry.in_context
+        # Those that need a digit apart: the scanner skips them where no digit is held.
+        digits = [d for d in members if d.needs is not None]
+        others = [d for d in members if d.needs is None]
+        bundles: list[Detector] = [PatternBundle(ds, contexts) for ds in (digits, others) if ds]
+        return [*bundles, PatternSet(rest)] if rest else bundles
 
     def candidates(self, text: str, pos: int, endpos: int, *, partial: bool) -> Candidates:
         hold = endpos

@@ -29,12 +29,12 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, select
+from sqlalchemy import Table, bindparam, exists, insert, select
 
 from holdback.errors import describe
 from holdback.store.database import Database
 from holdback.store.records import Message
-from holdback.store.runner import Runner, insert_rows
+from holdback.store.runner import Runner
 from holdback.store.schema import CHANNEL_RE, MessageRow, ReplyCheckpointRow
 
 log = logging.getLogger(__name__)
@@ -49,9 +49,15 @@ Snapshot = Callable[[], tuple[str, Mapping[str, str]]]
 
 _table = cast(Table, ReplyCheckpointRow.__table__)
 _messages = cast(Table, MessageRow.__table__)
+# A row, saved only if its message exists (a reply whose conversation was deleted has none).
+_SAVE = insert(_table).from_select(
+    [c.key for c in _table.c],
+    select(*(bindparam(c.key, type_=c.type) for c in _table.c)).where(
+        exists().where(_messages.c.id == bindparam("message_id"))
+    ),
+)
 # Which of the round's messages exist (an expanding IN: one compiled shape for any count).
 _EXISTING = select(_messages.c.id).where(_messages.c.id.in_(bindparam("ids", expanding=True)))
-_INSERT = insert_rows(_table)
 
 
 _ROWS = (
@@ -357,8 +363,8 @@ class Journal:
         ids = sorted({str(row["message_id"]) for row in rows})
 
         def work(run: Runner) -> set[str]:
-            found = {row.id for row in run.rows(_EXISTING, {"ids": ids})}
-            run.many(_INSERT, [row for row in rows if row["message_id"] in found])
-            return set(ids) - found
+            if run.many(_SAVE, rows) == len(rows):
+                return set()  # every row saved (where the driver counts them)
+            return set(ids) - {row.id for row in run.rows(_EXISTING, {"ids": ids})}
 
         return await self._db.transact(work, write=True, what="saving streaming replies")

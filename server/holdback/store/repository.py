@@ -35,6 +35,7 @@ from holdback.store import (
     accounts,
     audit_log,
     branches,
+    chat_reads,
     checkpoints,
     conversations,
     key_check,
@@ -576,7 +577,7 @@ class Store:
     async def owner_of(self, conversation_id: str) -> str | None:
         """The id of a conversation's owner (for callers that checked the viewer's access)."""
         return await self._db.transact(
-            lambda run: turns.owner(run, conversation_id), write=False, what="reading an owner"
+            lambda run: chat_reads.owner(run, conversation_id), write=False, what="reading an owner"
         )
 
     @staticmethod
@@ -759,7 +760,9 @@ class Store:
         """The conversation's messages in the order they were added."""
 
         return await self._db.transact(
-            lambda run: turns.history(run, conversation_id), write=False, what="reading messages"
+            lambda run: chat_reads.history(run, conversation_id),
+            write=False,
+            what="reading messages",
         )
 
     # A chat turn: the steps the chat pipeline takes for every message, one transaction each.
@@ -769,7 +772,7 @@ class Store:
     ) -> tuple[Conversation, StoredVault] | None:
         """The owned conversation and its vault (as `load_vault` gives it), or None."""
         return await self._db.transact(
-            lambda run: turns.open_owned(run, self._key, conversation_id, owner_id),
+            lambda run: chat_reads.open_owned(run, self._key, conversation_id, owner_id),
             write=False,
             what="opening a conversation",
         )

@@ -52,9 +52,10 @@ class Runner(Protocol):
 
     def run(self, statement: Executable, params: Params) -> None: ...
 
-    def many(self, statement: Executable, rows: Sequence[Params]) -> None:
+    def many(self, statement: Executable, rows: Sequence[Params]) -> int | None:
         """The statement once per row, as one batch (the driver's `executemany`, or
-        SQLAlchemy's multi-row VALUES where it batches so)."""
+        SQLAlchemy's multi-row VALUES where it batches so); how many rows it changed, where
+        the driver counts them for a batch (None elsewhere)."""
         ...
 
 
@@ -82,9 +83,11 @@ class CoreRunner:
     def run(self, statement: Executable, params: Params) -> None:
         self._conn.execute(statement, params)
 
-    def many(self, statement: Executable, rows: Sequence[Params]) -> None:
-        if rows:
-            self._conn.execute(statement, list(rows))
+    def many(self, statement: Executable, rows: Sequence[Params]) -> int | None:
+        if not rows:
+            return 0
+        result = self._conn.execute(statement, list(rows))
+        return result.rowcount if self._conn.dialect.supports_sane_multi_rowcount else None
 
 
 @functools.cache

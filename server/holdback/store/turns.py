@@ -16,14 +16,15 @@ turn writes exactly the rows they write. The rules:
   SQLite already holds the write lock (`BEGIN IMMEDIATE`). Locking first and then reading,
   in a later statement, is what lets the read see every message committed by writers that
   held the lock before: `seq` is the last one + 1, and the unique `(conversation_id, seq)`
-  turns any writer that slipped past into a retried conflict. Locks are taken conversation
-  first, message second, as everywhere else.
+  turns any writer that slipped past into a retried conflict. The current leaf comes back
+  from that UPDATE (`RETURNING`), as the lock leaves it. Locks are taken conversation first,
+  message second, as everywhere else.
 - Stored text is tokenized text, as given; audit rows hold kinds and counts only. A user
   message's own spellings of its values (`spellings.py`) are sealed in the same transaction,
   after the key check every sealing write verifies.
 - A reply cut off mid-stream reads back as far as its checkpoints saved it
-  (`checkpoints.py`), in the history the model is given too; a reply's final write (and any
-  write of a message's text) deletes its checkpoints in the same transaction.
+  (`chat_reads.history`), in the history the model is given too; a reply's final write (and
+  any write of a message's text) deletes its checkpoints in the same transaction.
 """
 
 from __future__ import annotations
@@ -32,12 +33,11 @@ import functools
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import cast
 
 from sqlalchemy import Table, Update, bindparam, delete, select, update
-from sqlalchemy.sql.dml import ReturningUpdate
 
-from holdback.store import checkpoints, conversations, key_check, spellings, vault
+from holdback.store import chat_reads, key_check, spellings, vault
 from holdback.store.accounts import new_id
 from holdback.store.conversations import path_to
 from holdback.store.crypto import VaultKey
@@ -51,7 +51,6 @@ from holdback.store.records import (
     Message,
     MessageStatus,
     Spellings,
-    StoredVault,
     Turn,
 )
 from holdback.store.runner import Runner, insert_rows
@@ -63,70 +62,37 @@ from holdback.store.schema import (
     ReplyCheckpointRow,
     RevealEventRow,
     UserRow,
-    VaultEntryRow,
 )
 
 _users = cast(Table, UserRow.__table__)
 _conversations = cast(Table, ConversationRow.__table__)
 _messages = cast(Table, MessageRow.__table__)
-_vault = cast(Table, VaultEntryRow.__table__)
 _audit = cast(Table, AuditEventRow.__table__)
 _spellings = cast(Table, MessageSpellingRow.__table__)
 _checkpoints = cast(Table, ReplyCheckpointRow.__table__)
 _reveals = cast(Table, RevealEventRow.__table__)
-
-# The conversation and its vault entries, in `vault.load`'s order, in one statement.
-_OPEN = (
-    select(
-        _conversations.c.owner_id,
-        _conversations.c.title,
-        _conversations.c.created_at,
-        _conversations.c.updated_at,
-        _conversations.c.current_leaf,
-        _conversations.c.system_prompt,
-        _conversations.c.model,
-        _vault.c.token,
-        _vault.c.kind,
-        _vault.c.detector_kind,
-        _vault.c.value_ciphertext,
-    )
-    .select_from(_conversations.outerjoin(_vault, _vault.c.conversation_id == _conversations.c.id))
-    .where(
-        _conversations.c.id == bindparam("conversation_id"),
-        _conversations.c.owner_id == bindparam("owner_id"),
-    )
-    .order_by(_vault.c.kind, _vault.c.number)
-)
-
-_HISTORY = (
-    select(*_messages.c)
-    .where(_messages.c.conversation_id == bindparam("conversation_id"))
-    .order_by(_messages.c.seq)
-)
-
 
 _INSERT_MESSAGE = insert_rows(_messages)
 _INSERT_CONVERSATION = insert_rows(_conversations)
 _INSERT_AUDIT = insert_rows(_audit)
 _INSERT_SPELLINGS = insert_rows(_spellings)
 _INSERT_REVEALS = insert_rows(_reveals)
-_OWNER = select(_conversations.c.owner_id).where(
-    _conversations.c.id == bindparam("conversation_id")
-)
 _USER_EXISTS = select(_users.c.id).where(_users.c.id == bindparam("owner_id"))
 _CONVERSATION_OF = select(_messages.c.conversation_id).where(_messages.c.id == bindparam("b_id"))
 
 
-def _touch(title: bool, owner: bool) -> ReturningUpdate[Any]:
-    """The conversation's lock: an UPDATE, which gives back the row's current leaf as the
-    lock leaves it (the latest committed)."""
+@functools.cache
+def _touch(title: bool, owner: bool, leaf: bool) -> Update:
+    """The conversation's lock: an UPDATE, which gives back (with `leaf`) the row's current
+    leaf as the lock leaves it, the latest committed. One shape per flags."""
     statement = update(_conversations).where(_conversations.c.id == bindparam("b_id"))
     if owner:
         statement = statement.where(_conversations.c.owner_id == bindparam("b_owner"))
     values = {"updated_at": bindparam("b_now", type_=_conversations.c.updated_at.type)}
     if title:
         values["title"] = bindparam("b_title", type_=_conversations.c.title.type)
-    return statement.values(values).returning(_conversations.c.current_leaf)
+    statement = statement.values(values)
+    return statement.returning(_conversations.c.current_leaf) if leaf else statement
 
 
 @functools.cache
@@ -147,9 +113,6 @@ def _store(columns: tuple[str, ...]) -> Update:
     )
 
 
-# Keyed by (title given, owner given): one shape each.
-_FLAGS = ((False, False), (False, True), (True, False), (True, True))
-_TOUCH = {(title, owner): _touch(title, owner) for title, owner in _FLAGS}
 _SET_LEAF = (
     update(_conversations)
     .where(_conversations.c.id == bindparam("b_id"))
@@ -177,24 +140,6 @@ def _values(message: Message) -> dict[str, object]:
     }
 
 
-def _touched(
-    run: Runner,
-    conversation_id: str,
-    now: datetime,
-    *,
-    title: str | None = None,
-    owner_id: str | None = None,
-) -> Sequence[Any]:
-    """Lock the conversation by updating it (`updated_at`, the title if given): its row
-    (`current_leaf`), or none if there is no such conversation (of `owner_id`, if given)."""
-    params: dict[str, object] = {"b_id": conversation_id, "b_now": now}
-    if title is not None:
-        params["b_title"] = title
-    if owner_id is not None:
-        params["b_owner"] = owner_id
-    return run.rows(_TOUCH[title is not None, owner_id is not None], params)
-
-
 def _lock_and_touch(
     run: Runner,
     conversation_id: str,
@@ -202,13 +147,26 @@ def _lock_and_touch(
     *,
     title: str | None = None,
     owner_id: str | None = None,
+    leaf: bool = False,
 ) -> str | None:
-    """`_touched`, or `ConversationNotFoundError`; the current leaf."""
-    rows = _touched(run, conversation_id, now, title=title, owner_id=owner_id)
-    if len(rows) != 1:
+    """Lock the conversation by updating it (`updated_at`, the title if given); the current
+    leaf (if `leaf`). `ConversationNotFoundError` if there is no such conversation (of
+    `owner_id`, if given)."""
+    params: dict[str, object] = {"b_id": conversation_id, "b_now": now}
+    if title is not None:
+        params["b_title"] = title
+    if owner_id is not None:
+        params["b_owner"] = owner_id
+    statement = _touch(title is not None, owner_id is not None, leaf)
+    if leaf:
+        rows = run.rows(statement, params)
+        found = len(rows) == 1
+    else:
+        found = run.count(statement, params) == 1
+    if not found:
         raise ConversationNotFoundError(f"conversation {conversation_id} does not exist")
-    leaf: str | None = rows[0].current_leaf
-    return leaf
+    current: str | None = rows[0].current_leaf if leaf else None
+    return current
 
 
 def _audit_row(
@@ -256,41 +214,6 @@ def create(
     return conversation
 
 
-def owner(run: Runner, conversation_id: str) -> str | None:
-    """The id of the conversation's owner, or None if there is no such conversation."""
-    rows = run.rows(_OWNER, {"conversation_id": conversation_id})
-    return str(rows[0].owner_id) if rows else None
-
-
-def history(run: Runner, conversation_id: str) -> list[Message]:
-    """The conversation's messages, a reply cut off mid-stream as far as it was saved."""
-    found = run.rows(_HISTORY, {"conversation_id": conversation_id})
-    messages = [conversations.to_message(row) for row in found]
-    return checkpoints.apply(run, conversation_id, messages)
-
-
-def open_owned(
-    run: Runner, key: VaultKey, conversation_id: str, owner_id: str
-) -> tuple[Conversation, StoredVault] | None:
-    """The owned conversation and its decrypted vault (token -> value, reserved ids), or None."""
-    rows = run.rows(_OPEN, {"conversation_id": conversation_id, "owner_id": owner_id})
-    if not rows:
-        return None
-    first = rows[0]
-    conversation = Conversation(
-        id=conversation_id,
-        owner_id=first.owner_id,
-        title=first.title,
-        created_at=first.created_at,
-        updated_at=first.updated_at,
-        current_leaf=first.current_leaf,
-        system_prompt=first.system_prompt,
-        model=first.model,
-    )
-    entries = (row for row in rows if row.token is not None)
-    return conversation, vault.stored_vault(key, conversation_id, entries)
-
-
 def _end_of_shown(messages: Sequence[Message], leaf: str | None) -> str | None:
     """The last message of the branch shown (the path to the current leaf), if any."""
     branch = path_to(messages, leaf)
@@ -326,8 +249,8 @@ def begin(
     if typed:
         key_check.verify_in(run, key, where, lock="share")
     now = datetime.now(UTC)
-    leaf = _lock_and_touch(run, conversation_id, now, title=title, owner_id=owner_id)
-    messages = history(run, conversation_id)
+    leaf = _lock_and_touch(run, conversation_id, now, title=title, owner_id=owner_id, leaf=True)
+    messages = chat_reads.history(run, conversation_id)
     if parent == AFTER_LEAF:
         parent = _end_of_shown(messages, leaf)
     elif parent is not None and not any(m.id == parent for m in messages):
@@ -431,8 +354,8 @@ def add(
 ) -> Message:
     """`add_message`: a message at the end of the branch shown, which it then ends."""
     now = datetime.now(UTC)
-    leaf = _lock_and_touch(run, conversation_id, now)
-    messages = history(run, conversation_id)
+    leaf = _lock_and_touch(run, conversation_id, now, leaf=True)
+    messages = chat_reads.history(run, conversation_id)
     message = Message(new_id(), conversation_id, _next_seq(messages), role, text, dict(parts),
                       cast(MessageStatus, status), finish_reason, _as_stored(meta), now, now,
                       parent_id=_end_of_shown(messages, leaf))  # fmt: skip
@@ -456,8 +379,9 @@ def change(run: Runner, message_id: str, values: Mapping[str, object]) -> None:
 
 def rename(run: Runner, conversation_id: str, owner_id: str, title: str) -> bool:
     """`rename_conversation`: False if the owner has no such conversation."""
-    now = datetime.now(UTC)
-    return len(_touched(run, conversation_id, now, title=title, owner_id=owner_id)) == 1
+    params = {"b_id": conversation_id, "b_now": datetime.now(UTC), "b_title": title,
+              "b_owner": owner_id}  # fmt: skip
+    return run.count(_touch(True, True, False), params) == 1
 
 
 def audit(

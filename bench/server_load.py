@@ -132,16 +132,6 @@ def _latencies(text: str) -> tuple[float, ...]:
     return values
 
 
-def _bounded(name: str, low: int, high: int) -> Any:
-    def parse(text: str) -> int:
-        value = int(text)
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{name} must be between {low} and {high}")
-        return value
-
-    return parse
-
-
 WORKLOADS = {
     "turns": ("turns",),
     "burst": ("burst",),
@@ -193,19 +183,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--mod-rounds",
-        type=_bounded("--mod-rounds", 1, moderation.MAX_ROUNDS),
+        type=cluster_cli.bounded("--mod-rounds", 1, moderation.MAX_ROUNDS),
         default=5,
         help="moderation rounds (each mode once per round)",
     )
     p.add_argument(
         "--mod-conversations",
-        type=_bounded("--mod-conversations", 1, moderation.MAX_CONVERSATIONS),
+        type=cluster_cli.bounded("--mod-conversations", 1, moderation.MAX_CONVERSATIONS),
         default=4,
         help="concurrent conversations per moderation round",
     )
     p.add_argument(
         "--mod-chars",
-        type=_bounded("--mod-chars", 100, 5000),
+        type=cluster_cli.bounded("--mod-chars", 100, 5000),
         default=800,
         help="characters per moderated reply (~7 sentences)",
     )

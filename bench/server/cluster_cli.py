@@ -34,7 +34,9 @@ def _fan_ks(text: str) -> tuple[int, ...]:
     return values  # empty: no fan-out
 
 
-def _bounded(name: str, low: int, high: int) -> Any:
+def bounded(name: str, low: int, high: int) -> Any:
+    """An argparse type: an int between `low` and `high` (the option's bound)."""
+
     def parse(text: str) -> int:
         value = int(text)
         if not low <= value <= high:
@@ -64,13 +66,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--cluster-n",
-        type=_bounded("--cluster-n", 1, 1000),
+        type=bounded("--cluster-n", 1, 1000),
         default=200,
         help="new conversations at once per cluster round",
     )
     p.add_argument(
         "--cluster-rounds",
-        type=_bounded("--cluster-rounds", 1, 10),
+        type=bounded("--cluster-rounds", 1, 10),
         default=5,
         help="cluster rounds per process count",
     )
@@ -82,7 +84,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--fan-ks", type=_fan_ks, default=(1, 5, 20), help="viewers on B ('' none)")
     p.add_argument(
-        "--fan-rounds", type=_bounded("--fan-rounds", 1, 30), default=5, help="fan-out rounds"
+        "--fan-rounds", type=bounded("--fan-rounds", 1, 30), default=5, help="fan-out rounds"
     )
     p.add_argument(
         "--fan-where",

@@ -64,7 +64,7 @@ def stamps_apart(rows: list[tuple[object, ...]]) -> tuple[list[tuple[object, ...
 
 
 async def a_turn(store: Store, owner_id: str) -> str:
-    """A chat turn as the pipeline makes it, in a new conversation."""
+    """A chat turn as the pipeline makes it, in a new conversation, with a checkpoint round."""
     chat = store.new_conversation_id()
     update = await store.update_vault(
         chat, [VaultItem("email", "ann@example.org", "ann@example.org")], create_for=owner_id
@@ -74,9 +74,15 @@ async def a_turn(store: Store, owner_id: str) -> str:
         chat, "<EMAIL_1> hi", meta=spans, title="hi", owner_id=owner_id, masked={"email": 1},
         model="demo", reply_meta={"system": "ü"},
     )  # fmt: skip
+    text = f"ok {update.tokens[0]} " * 300
+    saving = store.reply_checkpoints(chat, turn.assistant.id, lambda: (text, {}))
+    rounds = store.checkpoint_rounds
+    saving.released(len(text))  # past the size: a checkpoint round now
+    await store.until_checkpoint_rounds(rounds + 1)
+    await saving.close()
     await store.finish_reply(
-        chat, turn.assistant.id, text=f"ok {update.tokens[0]}", parts={"reasoning": "ü"},
-        status="complete", finish_reason="stop", redacted={"phone": 2},
+        chat, turn.assistant.id, text=text, parts={"reasoning": "ü"}, status="complete",
+        finish_reason="stop", redacted={"phone": 2}, checkpointed=saving.tried,
         reveals=[(owner_id, "<EMAIL_1>", "email", "plain")],
     )  # fmt: skip
     return chat

@@ -160,15 +160,42 @@ async def test_a_follower_hears_new_frames_and_the_channel_is_left_after(pair: P
     follower.got.clear()
     a.publish(x, "m1", [delta(3, x, "m1", "late")])
     await a._flush()
-    async with asyncio.timeout(10):
-        while follower.seen != [2, 3]:
-            await follower.got.wait()
-            follower.got.clear()
+    await until_seen(follower, [2, 3])
     assert b._listening  # listening while it follows
     b.unfollow(x, "m1", follower)
     async with asyncio.timeout(10):
         await asyncio.gather(*b._reads)  # the change of listener it started
     assert not b._listening
+
+
+async def until_seen(follower: Collected, seqs: list[int]) -> None:
+    async with asyncio.timeout(20):
+        while follower.seen != seqs:
+            await follower.got.wait()
+            follower.got.clear()
+
+
+async def test_a_lost_listener_listens_again_and_misses_nothing(pair: Pair) -> None:
+    a, b, x = pair.a, pair.b, pair.x
+    follower = Collected()
+    a.publish(x, "m1", [delta(2, x, "m1", "before")])
+    await a._flush()
+    await b.follow(x, "m1", follower)
+    assert b._listener is not None
+    lost = b._listener.get_server_pid()
+    oracle = await asyncpg.connect(dsn(pair.store))
+    try:
+        assert await oracle.fetchval("SELECT pg_terminate_backend($1)", lost)
+    finally:
+        await oracle.close()
+    a.publish(x, "m1", [delta(3, x, "m1", "while it was gone")])
+    await a._flush()
+    await until_seen(follower, [2, 3])  # read again from the table once listening again
+    a.publish(x, "m1", [delta(4, x, "m1", "after")])
+    await a._flush()
+    await until_seen(follower, [2, 3, 4])  # announced on the new connection
+    assert b._listener is not None
+    assert b._listener.get_server_pid() != lost
 
 
 async def test_stop_reaches_the_holder_on_its_own_channel(pair: Pair) -> None:

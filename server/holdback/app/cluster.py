@@ -16,6 +16,9 @@ The rules:
 - Stop pressed on any process reaches the process that runs the reply (`NOTIFY` on that
   process's own control channel, named by the lease's holder); the conversation's access
   is checked where the request arrives, as for a local reply.
+- A listening connection that is lost (a PostgreSQL restart, a dropped connection) is
+  opened again, with backoff, on every channel it was on, and each reply followed here is
+  read again from its last shown number: what was announced meanwhile is not lost, only late.
 - No original value in a payload, a row or a log line: frames are tokenized, payloads are
   ids and numbers.
 """
@@ -43,6 +46,7 @@ from holdback.store.repository import Store
 
 log = logging.getLogger("holdback.cluster")
 FLUSH_EVERY = 0.05  # seconds between batches of published frames
+RELISTEN_FIRST, RELISTEN_LAST = 0.5, 10.0  # seconds between tries to listen again
 LEASE_TTL = 15.0
 
 Numbered = list[tuple[int, Frame]]
@@ -80,17 +84,20 @@ class Cluster:
         self._listen_lock = asyncio.Lock()  # one listener command at a time
         self._tasks: list[asyncio.Task[None]] = []
         self._reads: set[asyncio.Task[None]] = set()
+        self._closing = False
+        self._relistening: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        self._listener = await asyncpg.connect(self._dsn)
-        await self._listener.add_listener(control_channel(self.holder), self._heard_control)
+        await self._connect_listener()
         self._tasks = [
             asyncio.create_task(self._flushing(), name="cluster-flush"),
             asyncio.create_task(self._keeping_leases(), name="cluster-leases"),
         ]
 
     async def close(self) -> None:
-        tasks = [*self._tasks, *self._reads]
+        self._closing = True
+        relistening = [self._relistening] if self._relistening is not None else []
+        tasks = [*self._tasks, *self._reads, *relistening]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -205,18 +212,66 @@ class Cluster:
             self._spawn(self._listen(conversation_id))
 
     async def _listen(self, conversation_id: str) -> None:
-        """Listen to the conversation's channel while a reply of it is followed, not after."""
+        """Listen to the conversation's channel while a reply of it is followed, not after.
+        Without a listening connection, the one opened again listens to it."""
         channel = frames_channel(conversation_id)
         async with self._listen_lock:
             wanted = conversation_id in self._watched
             if self._listener is None or wanted == (channel in self._listening):
                 return
-            if wanted:
-                await self._listener.add_listener(channel, self._heard_frames)
-                self._listening.add(channel)
-            else:
-                self._listening.discard(channel)
-                await self._listener.remove_listener(channel, self._heard_frames)
+            try:
+                if wanted:
+                    await self._listener.add_listener(channel, self._heard_frames)
+                    self._listening.add(channel)
+                else:
+                    self._listening.discard(channel)
+                    await self._listener.remove_listener(channel, self._heard_frames)
+            except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+                log.warning("listening for a reply's frames failed: %s", describe(exc))
+
+    async def _connect_listener(self) -> None:
+        """Open the listening connection, on this process's control channel and every frame
+        channel a followed reply needs."""
+        conn = await asyncpg.connect(self._dsn)
+        try:
+            await conn.add_listener(control_channel(self.holder), self._heard_control)
+            channels = {frames_channel(c) for c in self._watched}
+            for channel in sorted(channels):
+                await conn.add_listener(channel, self._heard_frames)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await conn.close()
+            raise
+        conn.add_termination_listener(self._listener_lost)
+        self._listener, self._listening = conn, channels
+
+    def _listener_lost(self, _conn: object) -> None:
+        if self._closing or self._relistening is not None:
+            return
+        self._listener = None
+        self._listening = set()
+        log.warning("the connection listening for other processes was lost; opening it again")
+        self._relistening = asyncio.get_running_loop().create_task(self._relisten())
+
+    async def _relisten(self) -> None:
+        delay = RELISTEN_FIRST
+        try:
+            while not self._closing:
+                try:
+                    async with self._listen_lock:
+                        await self._connect_listener()
+                except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+                    log.warning("listening again failed: %s", describe(exc))
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, RELISTEN_LAST)
+                    continue
+                # What was announced while nobody listened is in the table.
+                for message_id, followers in list(self._followers.items()):
+                    for follower in list(followers):
+                        self._spawn(self._read(message_id, follower, follower.shown))
+                return
+        finally:
+            self._relistening = None
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(_logged(work))

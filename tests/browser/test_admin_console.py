@@ -59,12 +59,27 @@ def signed_in(browser: Browser, server: ServerProcess, name: str) -> tuple[Brows
     return ctx, page
 
 
+def console_errors(page: Page) -> list[str]:
+    """The page's console errors from now on (a CSP refusal would be one)."""
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    return errors
+
+
+def console_tab(ctx: BrowserContext, tab: str) -> tuple[Page, list[str]]:
+    """A new page of the admin console, on `tab`, and its console errors."""
+    page = ctx.new_page()
+    errors = console_errors(page)
+    page.goto("/admin.html")
+    page.get_by_role("tab", name=tab).click()
+    return page, errors
+
+
 def test_an_admin_runs_the_team_from_the_console(
     browser: Browser, team_server: ServerProcess
 ) -> None:
     ctx, page = signed_in(browser, team_server, "root")
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    errors = console_errors(page)
     try:
         link = page.get_by_test_id("admin-link")
         expect(link).to_be_visible()
@@ -207,11 +222,7 @@ def test_an_admin_edits_a_term_list_that_holds_at_once(
     ctx, chat = signed_in(browser, team_server, "root")
     tap = WireTap().attach(chat)
     try:
-        page = ctx.new_page()
-        errors: list[str] = []
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.goto("/admin.html")
-        page.get_by_role("tab", name="Term lists").click()
+        page, errors = console_tab(ctx, "Term lists")
         expect(page.get_by_test_id("term-form")).to_be_hidden()
 
         # New list: the kind follows the name; one term.

@@ -19,7 +19,7 @@ from tests.browser.canary_upstream import CanaryUpstream
 from tests.browser.chat_page import open_chat, send
 from tests.browser.chromium import NEEDS_CHROMIUM
 from tests.browser.server_process import ServerProcess, start_server
-from tests.browser.test_admin_console import PASSWORDS, signed_in
+from tests.browser.test_admin_console import PASSWORDS, console_tab, signed_in
 from tests.browser.wire import WireTap
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, NEEDS_CHROMIUM]
@@ -57,11 +57,7 @@ def test_an_admin_adds_patterns_and_people_that_mask_the_next_message(
     ctx, chat = signed_in(browser, team_server, "root")
     tap = WireTap().attach(chat)
     try:
-        page = ctx.new_page()
-        errors: list[str] = []
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.goto("/admin.html")
-        page.get_by_role("tab", name="Team detectors").click()
+        page, errors = console_tab(ctx, "Team detectors")
         expect(page.locator("#patterns-empty")).to_be_visible()
         expect(page.locator("#people-empty")).to_be_visible()
 

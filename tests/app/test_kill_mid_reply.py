@@ -51,7 +51,10 @@ def scan(files: list[Path], needles: list[str]) -> dict[str, list[str]]:
     """Which needles each file holds, as UTF-8 or UTF-16 bytes (a leak oracle of its own)."""
     found: dict[str, list[str]] = {}
     for path in files:
-        data = path.read_bytes()
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:  # PostgreSQL rewrites some files (relcache init) at any time
+            continue
         found[str(path)] = [
             n for n in needles if n.encode() in data or n.encode("utf-16-le") in data
         ]

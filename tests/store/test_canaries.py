@@ -43,7 +43,10 @@ def sqlite_files(db: Path) -> list[Path]:
 def scan(files: list[Path], needles: list[str]) -> list[tuple[str, str]]:
     found = []
     for path in files:
-        data = path.read_bytes()
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:  # PostgreSQL rewrites some files (relcache init) at any time
+            continue
         for needle in needles:
             if any(form in data for form in encodings(needle)):
                 found.append((path.name, needle))
